@@ -1,0 +1,81 @@
+//! The environment kind: tasks an agent works through step by step, with rewards.
+
+use crate::conversation::Message;
+use abi_stable::std_types::{RString, RVec};
+use abi_stable::StableAbi;
+use serde::{Deserialize, Serialize};
+
+/// One task of an environment's task set.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Task {
+    /// A stable id, unique within the environment.
+    pub id: RString,
+    /// The instruction the agent receives.
+    pub instruction: RString,
+    /// Task data the environment needs, as JSON text.
+    pub data_json: RString,
+}
+
+/// What the agent sees after a reset or a step: the messages to append to its conversation.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Observation {
+    /// Messages to append (a user instruction, tool results, ...).
+    pub messages: RVec<Message>,
+    /// The tools the agent may call now, as an OpenAI `tools` JSON array (empty for none).
+    pub tools_json: RString,
+}
+
+/// The agent's move: its assistant message, with tool calls in `tool_calls_json`.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Action {
+    /// The assistant message the policy produced.
+    pub message: Message,
+}
+
+/// Extra facts about a step.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EnvInfo {
+    /// The episode ended because a limit was hit, not because the task was finished.
+    pub truncated: bool,
+    /// Anything else, as JSON text.
+    pub metadata_json: RString,
+}
+
+/// The result of one step.
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepOutcome {
+    /// What the agent sees next.
+    pub observation: Observation,
+    /// The reward of this step.
+    pub reward: f32,
+    /// Whether the episode is over.
+    pub done: bool,
+    /// Extra facts.
+    pub info: EnvInfo,
+}
+
+/// An environment, written in plain Rust. Episodes are addressed by the id `reset` returns,
+/// so one environment object serves many parallel workers.
+pub trait Env: Send + Sync + 'static {
+    /// Builds the environment from its configuration and the host's services.
+    fn new(config: &str, host: crate::HostServices) -> crate::PluginResult<Self>
+    where
+        Self: Sized;
+
+    /// The tasks of a split (`train`, `eval`, ...).
+    fn tasks(&self, split: &str) -> crate::PluginResult<Vec<Task>>;
+
+    /// Starts an episode on a task; returns its id and the first observation.
+    fn reset(&self, task: &Task, seed: u64) -> crate::PluginResult<(u64, Observation)>;
+
+    /// Applies the agent's action to an episode.
+    fn step(&self, episode: u64, action: &Action) -> crate::PluginResult<StepOutcome>;
+
+    /// Ends an episode and frees what it holds.
+    fn close(&self, episode: u64) -> crate::PluginResult<()>;
+}

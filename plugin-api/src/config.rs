@@ -12,11 +12,41 @@ pub fn parse_config<T: DeserializeOwned>(text: &str) -> Result<T, String> {
     })
 }
 
+/// Parses one table of the configuration (`[loss]`, `[reward]`, ...) into the plugin's config
+/// type; a missing table gives the type's defaults. Lets a plugin with several kinds keep one
+/// configuration file with a section per kind.
+pub fn parse_config_section<T: DeserializeOwned + Default>(
+    text: &str,
+    section: &str,
+) -> Result<T, String> {
+    let table: toml::Table = toml::from_str(text).map_err(|e| {
+        format!("invalid plugin configuration: {}", e.message().trim()).replace('\n', " ")
+            + &location(text, &e)
+    })?;
+    match table.get(section) {
+        None => Ok(T::default()),
+        Some(v) => v.clone().try_into().map_err(|e: toml::de::Error| {
+            format!(
+                "invalid plugin configuration in [{section}]: {}",
+                e.message().trim()
+            )
+            .replace('\n', " ")
+        }),
+    }
+}
+
+/// Where the error is: the line number and the line itself, so a type error names its key.
 fn location(text: &str, e: &toml::de::Error) -> String {
     match e.span() {
         Some(span) if !text.is_empty() => {
-            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-            format!(" (line {line})")
+            let start = span.start.min(text.len());
+            let line = text[..start].matches('\n').count() + 1;
+            let content = text.lines().nth(line - 1).unwrap_or("").trim();
+            if content.is_empty() {
+                format!(" (line {line})")
+            } else {
+                format!(" (line {line}: `{content}`)")
+            }
         }
         _ => String::new(),
     }
@@ -48,7 +78,17 @@ mod tests {
         assert_eq!(parse_config::<Cfg>("eps_clip = 0.1").unwrap().eps_clip, 0.1);
         let e = parse_config::<Cfg>("eps_clip = \"big\"").unwrap_err();
         assert!(e.contains("invalid plugin configuration"), "{e}");
+        assert!(e.contains("`eps_clip = \"big\"`"), "the key is named: {e}");
         let e = parse_config::<Cfg>("\n\neps_clp = 0.1").unwrap_err();
         assert!(e.contains("eps_clp") && e.contains("line 3"), "{e}");
+        let c: Cfg =
+            parse_config_section("[loss]\neps_clip = 0.3\n[reward]\nx = 1", "loss").unwrap();
+        assert_eq!(c.eps_clip, 0.3);
+        assert_eq!(
+            parse_config_section::<Cfg>("[reward]\nx = 1", "loss").unwrap(),
+            Cfg::default()
+        );
+        let e = parse_config_section::<Cfg>("[loss]\nepsclip = 1", "loss").unwrap_err();
+        assert!(e.contains("[loss]") && e.contains("epsclip"), "{e}");
     }
 }

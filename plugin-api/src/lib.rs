@@ -28,13 +28,16 @@ pub mod math;
 pub mod module;
 pub mod reward;
 pub mod rollout;
+pub mod surrogate;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use abi_stable;
 pub use serde;
 pub use serde_json;
 pub use toml;
 
-pub use config::parse_config;
+pub use config::{parse_config, parse_config_section};
 pub use conversation::{
     Message, NextState, SamplingParams, TopKEntries, TrainingSample, Trajectory, Turn, TurnType,
 };

@@ -1,0 +1,561 @@
+//! Every run setting in one table: its key, type, default, environment variables and flag.
+//! The resolver, the command line and the `config` printout are all driven by this table, so
+//! a setting is added in one place (plus its field in [`RunConfig`](super::RunConfig)).
+
+/// The type of a setting's value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Text.
+    Str,
+    /// A whole number.
+    Int,
+    /// A number.
+    Float,
+    /// true / false; as a flag, `--name` alone means true.
+    Bool,
+}
+
+/// One setting.
+#[derive(Clone, Copy, Debug)]
+pub struct KeySpec {
+    /// The key in run.toml and in the printout.
+    pub key: &'static str,
+    /// Its type.
+    pub kind: Kind,
+    /// The default, as a TOML literal.
+    pub default: &'static str,
+    /// Environment variables that set it, first wins.
+    pub env: &'static [&'static str],
+    /// The long flag, without dashes.
+    pub flag: &'static str,
+    /// Other spellings of the flag users of similar tools type.
+    pub aliases: &'static [&'static str],
+    /// Printed as `***` (API keys).
+    pub secret: bool,
+    /// One line of help.
+    pub help: &'static str,
+}
+
+const fn key(
+    key: &'static str,
+    kind: Kind,
+    default: &'static str,
+    env: &'static [&'static str],
+    flag: &'static str,
+    help: &'static str,
+) -> KeySpec {
+    KeySpec {
+        key,
+        kind,
+        default,
+        env,
+        flag,
+        aliases: &[],
+        secret: false,
+        help,
+    }
+}
+
+const fn aliased(mut k: KeySpec, aliases: &'static [&'static str]) -> KeySpec {
+    k.aliases = aliases;
+    k
+}
+
+const fn secret(mut k: KeySpec) -> KeySpec {
+    k.secret = true;
+    k
+}
+
+use Kind::*;
+
+/// Every run setting, in printout order.
+pub const KEYS: &[KeySpec] = &[
+    // Plugins
+    key(
+        "plugin",
+        Str,
+        "\"\"",
+        &["OPENCLAW_PLUGIN"],
+        "plugin",
+        "the method: a plugin crate directory, library file or plugin name",
+    ),
+    key(
+        "custom_loss_function_path",
+        Str,
+        "\"\"",
+        &[],
+        "custom-loss-function-path",
+        "replace the method's loss with this plugin's",
+    ),
+    key(
+        "custom_rm_path",
+        Str,
+        "\"\"",
+        &[],
+        "custom-rm-path",
+        "replace the method's reward with this plugin's",
+    ),
+    key(
+        "rollout_function_path",
+        Str,
+        "\"\"",
+        &[],
+        "rollout-function-path",
+        "replace the method's rollout with this plugin's",
+    ),
+    key(
+        "custom_generate_function_path",
+        Str,
+        "\"\"",
+        &[],
+        "custom-generate-function-path",
+        "replace the method's generate function with this plugin's",
+    ),
+    // Models and data
+    key(
+        "model_path",
+        Str,
+        "\"\"",
+        &["MODEL_PATH"],
+        "model-path",
+        "the policy model (HF directory or GGUF); empty: the built-in tiny model",
+    ),
+    key(
+        "judge_model_path",
+        Str,
+        "\"\"",
+        &["JUDGE_MODEL_PATH"],
+        "judge-model-path",
+        "the judge model; empty: the method's default judge",
+    ),
+    key(
+        "prm_model_path",
+        Str,
+        "\"\"",
+        &["PRM_MODEL_PATH"],
+        "prm-model-path",
+        "a sequence-classification reward model",
+    ),
+    key(
+        "judge_endpoint",
+        Str,
+        "\"\"",
+        &["JUDGE_ENDPOINT"],
+        "judge-endpoint",
+        "judge with an OpenAI-compatible server at this URL",
+    ),
+    secret(key(
+        "judge_api_key",
+        Str,
+        "\"\"",
+        &["JUDGE_API_KEY"],
+        "judge-api-key",
+        "bearer key for --judge-endpoint",
+    )),
+    key(
+        "data_path",
+        Str,
+        "\"\"",
+        &["DATA_PATH"],
+        "data-path",
+        "trajectory or chat data for offline training",
+    ),
+    key(
+        "backend",
+        Str,
+        "\"embedded\"",
+        &["OPENCLAW_BACKEND"],
+        "backend",
+        "serving engine: embedded, sglang or vllm",
+    ),
+    key(
+        "train_gpus",
+        Str,
+        "\"\"",
+        &["TRAIN_GPUS"],
+        "train-gpus",
+        "devices for training (CUDA ordinals, e.g. 0,1); empty: CPU",
+    ),
+    key(
+        "rollout_gpus",
+        Str,
+        "\"\"",
+        &["ROLLOUT_GPUS"],
+        "rollout-gpus",
+        "devices for serving; empty: CPU",
+    ),
+    key(
+        "seed",
+        Int,
+        "42",
+        &["OPENCLAW_SEED"],
+        "seed",
+        "seed for sampling, shuffling and initialisation",
+    ),
+    // Serving
+    key(
+        "host",
+        Str,
+        "\"127.0.0.1\"",
+        &["OPENCLAW_HOST"],
+        "host",
+        "address the server binds",
+    ),
+    key(
+        "port",
+        Int,
+        "8000",
+        &["OPENCLAW_PORT"],
+        "port",
+        "port the server binds",
+    ),
+    secret(key(
+        "api_key",
+        Str,
+        "\"\"",
+        &["OPENCLAW_API_KEY"],
+        "api-key",
+        "require this bearer key from clients",
+    )),
+    key(
+        "served_model_name",
+        Str,
+        "\"default\"",
+        &["SERVED_MODEL_NAME"],
+        "served-model-name",
+        "the model id clients use",
+    ),
+    key(
+        "default_turn_type",
+        Str,
+        "\"main\"",
+        &[],
+        "default-turn-type",
+        "turn type of requests that do not say: main or side",
+    ),
+    key(
+        "session_idle_timeout",
+        Int,
+        "600",
+        &[],
+        "session-idle-timeout",
+        "seconds before an idle session is closed",
+    ),
+    key(
+        "rl_buffer_dir",
+        Str,
+        "\"./rl_buffer\"",
+        &["RL_BUFFER_DIR"],
+        "rl-buffer-dir",
+        "the durable buffer of turns, judgements and samples",
+    ),
+    key(
+        "fsync_interval_ms",
+        Int,
+        "0",
+        &[],
+        "fsync-interval-ms",
+        "0: fsync every buffer record; N: at most every N ms",
+    ),
+    // Judge
+    aliased(
+        key(
+            "majority_vote_n",
+            Int,
+            "3",
+            &["MAJORITY_VOTE_N", "PRM_M"],
+            "majority-vote-n",
+            "judge votes per turn",
+        ),
+        &["prm-m"],
+    ),
+    key(
+        "majority_vote_threshold",
+        Float,
+        "0.5",
+        &["MAJORITY_VOTE_THRESHOLD"],
+        "majority-vote-threshold",
+        "share of valid votes a value needs to win (ties score 0)",
+    ),
+    key(
+        "num_judge_workers",
+        Int,
+        "4",
+        &["NUM_JUDGE_WORKERS"],
+        "num-judge-workers",
+        "judge calls in flight",
+    ),
+    aliased(
+        key(
+            "judge_temperature",
+            Float,
+            "0.6",
+            &["PRM_TEMPERATURE"],
+            "judge-temperature",
+            "judge sampling temperature",
+        ),
+        &["prm-temperature"],
+    ),
+    aliased(
+        key(
+            "judge_max_tokens",
+            Int,
+            "4096",
+            &[],
+            "judge-max-tokens",
+            "judge output cap",
+        ),
+        &["prm-max-new-tokens"],
+    ),
+    key(
+        "judge_timeout",
+        Int,
+        "120",
+        &[],
+        "judge-timeout",
+        "seconds before a judge call is abandoned",
+    ),
+    key(
+        "teacher",
+        Str,
+        "\"frozen\"",
+        &[],
+        "teacher",
+        "OPD teacher: frozen (initial model) or current (the policy)",
+    ),
+    key(
+        "distill_topk",
+        Int,
+        "50",
+        &[],
+        "distill-topk",
+        "teacher top-k entries per token for top-k distillation",
+    ),
+    key(
+        "batch_timeout",
+        Int,
+        "300",
+        &[],
+        "batch-timeout",
+        "seconds before training takes a partial batch",
+    ),
+    // Training
+    aliased(
+        key(
+            "rollout_batch_size",
+            Int,
+            "16",
+            &[],
+            "rollout-batch-size",
+            "samples per optimizer step",
+        ),
+        &[],
+    ),
+    aliased(
+        key(
+            "num_rollouts_per_prompt",
+            Int,
+            "1",
+            &[],
+            "num-rollouts-per-prompt",
+            "samples per prompt (group size)",
+        ),
+        &["n-samples-per-prompt"],
+    ),
+    key(
+        "max_staleness",
+        Int,
+        "2",
+        &[],
+        "max-staleness",
+        "weight versions a sample may lag and still train",
+    ),
+    key(
+        "stale_policy",
+        Str,
+        "\"drop\"",
+        &[],
+        "stale-policy",
+        "samples over max staleness: drop or correct (importance weight)",
+    ),
+    key(
+        "update_weights_interval",
+        Int,
+        "1",
+        &[],
+        "update-weights-interval",
+        "optimizer steps between weight publications",
+    ),
+    key(
+        "max_tokens_per_batch",
+        Int,
+        "8192",
+        &[],
+        "max-tokens-per-batch",
+        "token budget of one micro-batch",
+    ),
+    key("lr", Float, "1e-5", &[], "lr", "learning rate"),
+    key(
+        "lr_schedule",
+        Str,
+        "\"constant\"",
+        &[],
+        "lr-schedule",
+        "constant, warmup or cosine",
+    ),
+    key(
+        "lr_warmup_steps",
+        Int,
+        "0",
+        &[],
+        "lr-warmup-steps",
+        "linear warmup steps",
+    ),
+    key(
+        "min_lr",
+        Float,
+        "0.0",
+        &[],
+        "min-lr",
+        "floor of the cosine schedule",
+    ),
+    key(
+        "weight_decay",
+        Float,
+        "0.1",
+        &[],
+        "weight-decay",
+        "AdamW weight decay",
+    ),
+    key("adam_beta1", Float, "0.9", &[], "adam-beta1", "AdamW beta1"),
+    key(
+        "adam_beta2",
+        Float,
+        "0.98",
+        &[],
+        "adam-beta2",
+        "AdamW beta2",
+    ),
+    key("adam_eps", Float, "1e-8", &[], "adam-eps", "AdamW epsilon"),
+    key(
+        "max_grad_norm",
+        Float,
+        "1.0",
+        &[],
+        "max-grad-norm",
+        "global gradient norm clip (0: off)",
+    ),
+    key(
+        "offload_optimizer_state",
+        Bool,
+        "false",
+        &[],
+        "offload-optimizer-state",
+        "keep optimizer moments in host memory",
+    ),
+    key(
+        "use_lora",
+        Bool,
+        "false",
+        &[],
+        "use-lora",
+        "train LoRA adapters instead of all weights",
+    ),
+    key("lora_rank", Int, "16", &[], "lora-rank", "LoRA rank"),
+    key("lora_alpha", Float, "32.0", &[], "lora-alpha", "LoRA alpha"),
+    key(
+        "lora_dropout",
+        Float,
+        "0.0",
+        &[],
+        "lora-dropout",
+        "LoRA dropout",
+    ),
+    key(
+        "lora_target_modules",
+        Str,
+        "\"q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj\"",
+        &[],
+        "lora-target-modules",
+        "projections that get adapters",
+    ),
+    // Checkpoints and logs
+    key(
+        "save_dir",
+        Str,
+        "\"checkpoints\"",
+        &["CKPT_SAVE_DIR"],
+        "save-dir",
+        "where checkpoints go",
+    ),
+    key(
+        "save_interval",
+        Int,
+        "50",
+        &[],
+        "save-interval",
+        "optimizer steps between checkpoints (0: only at the end)",
+    ),
+    key(
+        "keep_checkpoints",
+        Int,
+        "3",
+        &[],
+        "keep-checkpoints",
+        "checkpoints kept; older ones are deleted",
+    ),
+    key(
+        "resume_from_checkpoint",
+        Str,
+        "\"\"",
+        &[],
+        "resume-from-checkpoint",
+        "a checkpoint directory, or latest",
+    ),
+    key(
+        "log_dir",
+        Str,
+        "\"logs\"",
+        &["OPENCLAW_LOG_DIR"],
+        "log-dir",
+        "where training.log and plots go",
+    ),
+];
+
+/// The spec of `key`.
+pub fn spec(key: &str) -> Option<&'static KeySpec> {
+    KEYS.iter().find(|k| k.key == key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_flags_and_envs_are_unique_and_defaults_parse() {
+        let mut seen = std::collections::HashSet::new();
+        for k in KEYS {
+            assert!(seen.insert(k.key), "key {} twice", k.key);
+            assert!(
+                seen.insert(k.flag) || k.flag == k.key,
+                "flag {} twice",
+                k.flag
+            );
+            for a in k.aliases {
+                assert!(seen.insert(a), "alias {a} twice");
+            }
+            let v: toml::Table = toml::from_str(&format!("x = {}", k.default)).unwrap();
+            let ok = match k.kind {
+                Kind::Str => v["x"].is_str(),
+                Kind::Int => v["x"].is_integer(),
+                Kind::Float => v["x"].is_float(),
+                Kind::Bool => v["x"].is_bool(),
+            };
+            assert!(ok, "default of {} is not a {:?}", k.key, k.kind);
+        }
+        let mut envs = std::collections::HashSet::new();
+        for e in KEYS.iter().flat_map(|k| k.env.iter()) {
+            assert!(envs.insert(e), "env {e} twice");
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! The `openclaw-host` library: configuration, the plugin registry and the command line.
+//!
+//! Arrows point down: the command line uses configuration and plugins; plugins know nothing
+//! of the command line.
+
+pub mod cli;
+pub mod config;
+pub mod plugin;

@@ -1,0 +1,87 @@
+//! Finding plugin crates on disk: by directory, or by name in the plugin search path.
+
+use super::manifest_file::PluginToml;
+use anyhow::{bail, Result};
+use std::path::{Path, PathBuf};
+
+/// The folders under the project root that hold plugin crates.
+pub const PLUGIN_FOLDERS: [&str; 3] = ["methods", "examples", "envs"];
+
+/// The folders searched for plugins by name: `OPENCLAW_PLUGIN_PATH` (separated like `PATH`),
+/// then `methods/`, `examples/` and `envs/` of the project root (the current directory or the
+/// nearest ancestor that has a `methods/` folder).
+pub fn search_path() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(extra) = std::env::var_os("OPENCLAW_PLUGIN_PATH") {
+        out.extend(std::env::split_paths(&extra).filter(|p| !p.as_os_str().is_empty()));
+    }
+    if let Some(root) = project_root() {
+        out.extend(PLUGIN_FOLDERS.iter().map(|f| root.join(f)));
+    }
+    out
+}
+
+/// The current directory, or its nearest ancestor with a `methods/` folder.
+pub fn project_root() -> Option<PathBuf> {
+    let cwd = std::env::current_dir().ok()?;
+    cwd.ancestors()
+        .find(|d| d.join("methods").is_dir())
+        .map(Path::to_path_buf)
+        .or(Some(cwd))
+}
+
+/// The plugin crates in `dir`: `dir` itself when it has a `plugin.toml`, else each
+/// subdirectory that has one, sorted by path.
+pub fn crates_in(dir: &Path) -> Vec<PathBuf> {
+    if dir.join("plugin.toml").is_file() {
+        return vec![dir.to_path_buf()];
+    }
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.join("plugin.toml").is_file())
+        .collect();
+    out.sort();
+    out
+}
+
+/// Resolves `NAME|DIR|LIBRARY` to a path: an existing path is taken as it is; otherwise the
+/// plugin crates of the search path are searched for a `plugin.toml` with that name.
+pub fn resolve(spec: &str) -> Result<PathBuf> {
+    let path = Path::new(spec);
+    if path.exists() || spec.contains('/') || super::load::is_library_file(path) {
+        return Ok(path.to_path_buf());
+    }
+    let roots = search_path();
+    let mut found = Vec::new();
+    for root in &roots {
+        for dir in crates_in(root) {
+            if let Ok(t) = PluginToml::read(&dir) {
+                if t.name == spec {
+                    found.push(dir);
+                }
+            }
+        }
+    }
+    match found.len() {
+        1 => Ok(found.pop().unwrap()),
+        0 => bail!(
+            "no plugin named `{spec}` (searched {}; give a crate directory or a library path instead)",
+            roots
+                .iter()
+                .map(|r| r.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        _ => bail!(
+            "two plugins are named `{spec}`: {} (give a directory instead)",
+            found
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>()
+                .join(" and ")
+        ),
+    }
+}

@@ -1,0 +1,147 @@
+//! The plugin's configuration: `config.toml` beside this crate holds the defaults.
+
+use openclaw_plugin_api::math::GroupNorm;
+use openclaw_plugin_api::parse_config;
+use openclaw_plugin_api::serde::Deserialize;
+
+/// The default configuration, as shipped in the manifest.
+pub const DEFAULT_CONFIG: &str = include_str!("../config.toml");
+
+/// The configuration of the combined loss.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(crate = "openclaw_plugin_api::serde", default, deny_unknown_fields)]
+pub struct CombineConfig {
+    /// Weight of the distillation advantage `teacher_logp - old_logp`.
+    pub w_opd: f32,
+    /// Weight of the reward advantage.
+    pub w_rl: f32,
+    /// How rewards become advantages within a group.
+    pub group_norm: GroupNorm,
+    /// Lower clip range: the ratio is clipped at `1 - eps_clip`.
+    pub eps_clip: f32,
+    /// Upper clip range: the ratio is clipped at `1 + eps_clip_high`.
+    pub eps_clip_high: f32,
+    /// Weight of the k3 KL penalty against the reference model.
+    pub kl_coef: f32,
+    /// Cap of the truncated importance weight; 0 turns it off.
+    pub tis_cap: f32,
+}
+
+impl Default for CombineConfig {
+    fn default() -> Self {
+        CombineConfig {
+            w_opd: 1.0,
+            w_rl: 1.0,
+            group_norm: GroupNorm::None,
+            eps_clip: 0.2,
+            eps_clip_high: 0.28,
+            kl_coef: 0.0,
+            tis_cap: 0.0,
+        }
+    }
+}
+
+impl CombineConfig {
+    /// Parses and validates TOML text; missing keys keep their defaults.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let config: Self = parse_config(text)?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks every value's range; the error names the key and the bad value.
+    pub fn validate(&self) -> Result<(), String> {
+        check_finite("w_opd", self.w_opd)?;
+        check_finite("w_rl", self.w_rl)?;
+        check_eps("eps_clip", self.eps_clip)?;
+        check_eps("eps_clip_high", self.eps_clip_high)?;
+        check_non_negative("kl_coef", self.kl_coef)?;
+        check_non_negative("tis_cap", self.tis_cap)
+    }
+}
+
+fn check_finite(key: &str, v: f32) -> Result<(), String> {
+    if v.is_finite() {
+        Ok(())
+    } else {
+        Err(format!("{key} = {v} is out of range: it must be finite"))
+    }
+}
+
+fn check_eps(key: &str, v: f32) -> Result<(), String> {
+    if (0.0..1.0).contains(&v) {
+        Ok(())
+    } else {
+        Err(format!("{key} = {v} is out of range: it must be in [0, 1)"))
+    }
+}
+
+fn check_non_negative(key: &str, v: f32) -> Result<(), String> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "{key} = {v} is out of range: it must be finite and >= 0"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shipped_config_is_the_default() {
+        assert_eq!(
+            CombineConfig::parse(DEFAULT_CONFIG).unwrap(),
+            CombineConfig::default()
+        );
+        assert_eq!(CombineConfig::parse("").unwrap(), CombineConfig::default());
+    }
+
+    #[test]
+    fn keys_parse() {
+        let c = CombineConfig::parse(
+            "w_opd = 0.5\nw_rl = 2.0\ngroup_norm = \"center\"\neps_clip = 0.1\n\
+             eps_clip_high = 0.3\nkl_coef = 0.02\ntis_cap = 2.0",
+        )
+        .unwrap();
+        assert_eq!(
+            c,
+            CombineConfig {
+                w_opd: 0.5,
+                w_rl: 2.0,
+                group_norm: GroupNorm::Center,
+                eps_clip: 0.1,
+                eps_clip_high: 0.3,
+                kl_coef: 0.02,
+                tis_cap: 2.0,
+            }
+        );
+    }
+
+    #[test]
+    fn errors_name_the_key_and_the_value() {
+        for (text, key, value) in [
+            ("w_opd = nan", "w_opd", "NaN"),
+            ("w_rl = inf", "w_rl", "inf"),
+            ("eps_clip = 1.0", "eps_clip", "1"),
+            ("eps_clip_high = -0.2", "eps_clip_high", "-0.2"),
+            ("kl_coef = -0.5", "kl_coef", "-0.5"),
+            ("tis_cap = -2.0", "tis_cap", "-2"),
+        ] {
+            let e = CombineConfig::parse(text).unwrap_err();
+            assert!(e.contains(key) && e.contains(value), "{text}: {e}");
+        }
+        // Negative weights are allowed (finite is all that is asked).
+        CombineConfig::parse("w_opd = -1.0").unwrap();
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected() {
+        let e = CombineConfig::parse("w_ppo = 1.0").unwrap_err();
+        assert!(e.contains("`w_ppo`"), "{e}");
+        let e = CombineConfig::parse("group_norm = \"z\"").unwrap_err();
+        assert!(e.contains("center_scale"), "{e}");
+    }
+}

@@ -80,6 +80,16 @@ pub struct RunConfig {
 /// wrong.
 type Rule = (&'static str, fn(&RunConfig) -> Option<String>);
 
+/// `must be > 0` unless `x` is a positive finite number (NaN included).
+fn positive(x: f64) -> Option<String> {
+    (x.is_nan() || x <= 0.0 || x.is_infinite()).then(|| "must be > 0".into())
+}
+
+/// `must be >= 0` unless `x` is a finite number at least 0 (NaN included).
+fn non_negative(x: f64) -> Option<String> {
+    (x.is_nan() || x < 0.0 || x.is_infinite()).then(|| "must be >= 0".into())
+}
+
 fn one_of(v: &str, allowed: &[&str]) -> Option<String> {
     (!allowed.contains(&v)).then(|| format!("must be one of {}", allowed.join(", ")))
 }
@@ -130,33 +140,23 @@ const RULES: &[Rule] = &[
     ("max_tokens_per_batch", |c| {
         (c.max_tokens_per_batch == 0).then(|| "must be at least 1".into())
     }),
-    ("lr", |c| {
-        (!(c.lr > 0.0 && c.lr.is_finite())).then(|| "must be > 0".into())
-    }),
+    ("lr", |c| positive(c.lr)),
     ("min_lr", |c| {
         (!(c.min_lr >= 0.0 && c.min_lr <= c.lr)).then(|| "must be in [0, lr]".into())
     }),
-    ("weight_decay", |c| {
-        (!(c.weight_decay >= 0.0 && c.weight_decay.is_finite())).then(|| "must be >= 0".into())
-    }),
+    ("weight_decay", |c| non_negative(c.weight_decay)),
     ("adam_beta1", |c| {
         (!(0.0..1.0).contains(&c.adam_beta1)).then(|| "must be in [0, 1)".into())
     }),
     ("adam_beta2", |c| {
         (!(0.0..1.0).contains(&c.adam_beta2)).then(|| "must be in [0, 1)".into())
     }),
-    ("adam_eps", |c| {
-        (!(c.adam_eps > 0.0)).then(|| "must be > 0".into())
-    }),
-    ("max_grad_norm", |c| {
-        (!(c.max_grad_norm >= 0.0)).then(|| "must be >= 0 (0 turns clipping off)".into())
-    }),
+    ("adam_eps", |c| positive(c.adam_eps)),
+    ("max_grad_norm", |c| non_negative(c.max_grad_norm)),
     ("lora_rank", |c| {
         (c.use_lora && c.lora_rank == 0).then(|| "must be at least 1 with use_lora".into())
     }),
-    ("lora_alpha", |c| {
-        (!(c.lora_alpha > 0.0)).then(|| "must be > 0".into())
-    }),
+    ("lora_alpha", |c| positive(c.lora_alpha)),
     ("lora_dropout", |c| {
         (!(0.0..1.0).contains(&c.lora_dropout)).then(|| "must be in [0, 1)".into())
     }),

@@ -35,6 +35,9 @@ impl fmt::Display for Source {
     }
 }
 
+/// Reads an environment variable (a closure, so tests can give their own environment).
+pub type EnvReader = Box<dyn Fn(&str) -> Option<String>>;
+
 /// What the configuration is built from, apart from plugins.
 pub struct ConfigInputs {
     /// `--config FILE`.
@@ -44,7 +47,7 @@ pub struct ConfigInputs {
     /// `--set KEY=VALUE` assignments (`method.k=v`, `plugins.NAME.k=v`, or a run key).
     pub sets: Vec<String>,
     /// Reads an environment variable.
-    pub env: Box<dyn Fn(&str) -> Option<String>>,
+    pub env: EnvReader,
 }
 
 impl ConfigInputs {

@@ -3,6 +3,8 @@
 //! Arrows point down: the command line uses configuration and plugins; plugins know nothing
 //! of the command line.
 
+pub mod buffer;
 pub mod cli;
 pub mod config;
+pub mod data;
 pub mod plugin;

@@ -1,6 +1,7 @@
 //! The command line: parsing with clap and one module per command; no logic of its own beyond
 //! printing.
 
+mod buffer_cmd;
 mod config_cmd;
 pub mod flags;
 mod plugins;
@@ -33,6 +34,26 @@ pub enum Command {
     },
     /// Print the fully resolved run configuration, each value annotated with its source.
     Config(flags::RunFlags),
+    /// Read the durable buffer of recorded turns.
+    Buffer {
+        /// The buffer command.
+        #[command(subcommand)]
+        command: BufferCommand,
+    },
+}
+
+/// The buffer commands.
+#[derive(Subcommand, Debug)]
+pub enum BufferCommand {
+    /// Write the recorded sessions as trajectory JSONL (the format `train --data-path` reads).
+    Export {
+        /// The buffer directory.
+        #[arg(long, default_value = "./rl_buffer", env = "RL_BUFFER_DIR")]
+        rl_buffer_dir: PathBuf,
+        /// The output file (default: standard output).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 /// The plugins commands.
@@ -78,5 +99,6 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Plugins { command } => plugins::run(command),
         Command::Config(flags) => config_cmd::run(&flags),
+        Command::Buffer { command } => buffer_cmd::run(command),
     }
 }

@@ -1,0 +1,168 @@
+//! The buffer as the user's dataset: trajectories in the format `train --data-path` reads.
+
+use super::record::{Envelope, Record};
+use crate::data::messages::{next_state_json, to_json};
+use crate::data::trajectory::{TrajectoryRecord, TurnRecord};
+use abi_stable::std_types::ROption;
+use openclaw_plugin_api::TurnType;
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// Groups the buffer's turns by session, in order of first appearance, with their next states
+/// and judged rewards.
+pub fn trajectories(records: &[Envelope]) -> Vec<TrajectoryRecord> {
+    let mut order: Vec<String> = Vec::new();
+    let mut sessions: HashMap<String, Vec<TurnRecord>> = HashMap::new();
+    let mut index: HashMap<(String, u32), (usize, usize)> = HashMap::new();
+    for env in records {
+        match &env.record {
+            Record::Turn { turn } => {
+                let sid = turn.session_id.to_string();
+                let turns = sessions.entry(sid.clone()).or_insert_with(|| {
+                    order.push(sid.clone());
+                    Vec::new()
+                });
+                let pos = order.iter().position(|s| s == &sid).unwrap();
+                index.insert((sid, turn.turn_index), (pos, turns.len()));
+                let tools = (!turn.tools_json.is_empty())
+                    .then(|| serde_json::from_str::<Value>(&turn.tools_json).ok())
+                    .flatten();
+                turns.push(TurnRecord {
+                    turn_type: match turn.turn_type {
+                        TurnType::Main => "main".into(),
+                        TurnType::Side => "side".into(),
+                    },
+                    turn_index: Some(turn.turn_index),
+                    prompt: Value::Array(turn.prompt_messages.iter().map(to_json).collect()),
+                    tools,
+                    response: to_json(&turn.response),
+                    next_state: match &turn.next_state {
+                        ROption::RSome(n) => Some(next_state_json(n)),
+                        ROption::RNone => None,
+                    },
+                    trainable: turn.trainable && turn.turn_type == TurnType::Main,
+                    reward: None,
+                    prompt_ids: Some(turn.prompt_ids.to_vec()),
+                    response_ids: Some(turn.response_ids.to_vec()),
+                    response_logprobs: Some(turn.response_logprobs.to_vec()),
+                    weight_version: Some(turn.weight_version),
+                });
+            }
+            Record::NextState {
+                session_id,
+                turn_index,
+                next_state,
+            } => {
+                if let Some(&(s, t)) = index.get(&(session_id.clone(), *turn_index)) {
+                    if let Some(turn) = sessions.get_mut(&order[s]).and_then(|v| v.get_mut(t)) {
+                        turn.next_state = Some(next_state_json(next_state));
+                    }
+                }
+            }
+            Record::Judgement {
+                session_id,
+                turn_index,
+                score,
+            } => {
+                if let Some(&(s, t)) = index.get(&(session_id.clone(), *turn_index)) {
+                    if let Some(turn) = sessions.get_mut(&order[s]).and_then(|v| v.get_mut(t)) {
+                        turn.reward = Some(score.value);
+                    }
+                }
+            }
+            Record::SessionClosed { .. } | Record::Sample { .. } => {}
+        }
+    }
+    order
+        .into_iter()
+        .map(|sid| TrajectoryRecord {
+            turns: sessions.remove(&sid).unwrap_or_default(),
+            session_id: sid,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buffer::{Log, LogOptions};
+    use crate::data::trajectory::read_trajectories;
+    use openclaw_plugin_api::{Message, NextState, Score, Turn};
+
+    fn turn(sid: &str, i: u32, ty: TurnType) -> Turn {
+        Turn {
+            session_id: sid.into(),
+            turn_index: i,
+            turn_type: ty,
+            prompt_messages: vec![Message::new("user", &format!("q{i}"))].into(),
+            tools_json: "".into(),
+            response: Message::new("assistant", &format!("a{i}")),
+            prompt_ids: vec![1, 2].into(),
+            response_ids: vec![3, 4, 5].into(),
+            response_logprobs: vec![-0.1, -0.2, -0.3].into(),
+            weight_version: 7,
+            next_state: ROption::RNone,
+            trainable: true,
+        }
+    }
+
+    #[test]
+    fn export_groups_sessions_and_reads_back_as_training_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = Log::open(dir.path(), LogOptions::default()).unwrap();
+        log.append(&Record::Turn {
+            turn: Box::new(turn("s1", 0, TurnType::Main)),
+        })
+        .unwrap();
+        log.append(&Record::Turn {
+            turn: Box::new(turn("s2", 0, TurnType::Side)),
+        })
+        .unwrap();
+        log.append(&Record::NextState {
+            session_id: "s1".into(),
+            turn_index: 0,
+            next_state: NextState {
+                role: "user".into(),
+                content: "thanks".into(),
+                messages: vec![].into(),
+            },
+        })
+        .unwrap();
+        log.append(&Record::Judgement {
+            session_id: "s1".into(),
+            turn_index: 0,
+            score: Box::new(Score {
+                value: 1.0,
+                trainable: true,
+                ..Default::default()
+            }),
+        })
+        .unwrap();
+        log.append(&Record::Turn {
+            turn: Box::new(turn("s1", 1, TurnType::Main)),
+        })
+        .unwrap();
+        let replay = Log::read_all(dir.path()).unwrap();
+        let t = trajectories(&replay.records);
+        assert_eq!(t.len(), 2);
+        assert_eq!(t[0].session_id, "s1");
+        assert_eq!(t[0].turns.len(), 2);
+        assert_eq!(
+            t[0].turns[0].next_state.as_ref().unwrap()["content"],
+            "thanks"
+        );
+        assert_eq!(t[0].turns[0].reward, Some(1.0));
+        assert_eq!(t[0].turns[1].next_state, None);
+        assert!(!t[1].turns[0].trainable, "side turns are never trainable");
+
+        let out = dir.path().join("export.jsonl");
+        let text: String = t
+            .iter()
+            .map(|x| serde_json::to_string(x).unwrap() + "\n")
+            .collect();
+        std::fs::write(&out, text).unwrap();
+        let back = read_trajectories(&out).unwrap();
+        assert!(back.errors.is_empty(), "{:?}", back.errors);
+        assert_eq!(back.trajectories, t);
+    }
+}

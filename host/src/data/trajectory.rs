@@ -1,0 +1,277 @@
+//! The trajectory format: a session and its turns, as `buffer export` writes them and
+//! `train --data-path` reads them.
+//!
+//! ```json
+//! {"session_id": "s1", "turns": [
+//!   {"type": "main", "prompt": [{"role": "user", "content": "hi"}], "response": {"role": "assistant", "content": "hello"},
+//!    "next_state": {"role": "user", "content": "thanks"}, "trainable": true}
+//! ]}
+//! ```
+//!
+//! `prompt` is the request's OpenAI messages (a plain string is read as one user message);
+//! `response` the assistant message (or a string); `next_state` what followed (or null).
+//! Exported turns also carry the exact `prompt_ids`, `response_ids`, `response_logprobs` and
+//! `weight_version`, and `reward` once judged; hand-written files may leave them out.
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+
+/// One session.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrajectoryRecord {
+    /// The session id.
+    pub session_id: String,
+    /// Its turns, in order.
+    pub turns: Vec<TurnRecord>,
+}
+
+/// One turn.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnRecord {
+    /// `main` (trainable agent step) or `side` (never trained).
+    #[serde(rename = "type")]
+    pub turn_type: String,
+    /// The turn's index in its session, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_index: Option<u32>,
+    /// The request messages (OpenAI shape), or a string.
+    pub prompt: Value,
+    /// The tools of the request (OpenAI `tools` array), when any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Value>,
+    /// The assistant message, or a string.
+    pub response: Value,
+    /// What followed the turn: `{role, content}`, or null.
+    #[serde(default)]
+    pub next_state: Option<Value>,
+    /// Whether the turn may be trained (side turns never are).
+    #[serde(default = "yes")]
+    pub trainable: bool,
+    /// A reward, when already known (judged, or given by hand).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reward: Option<f32>,
+    /// The exact prompt token ids served.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_ids: Option<Vec<u32>>,
+    /// The exact sampled token ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_ids: Option<Vec<u32>>,
+    /// The logprob of each sampled token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_logprobs: Option<Vec<f32>>,
+    /// The weight version that sampled the response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight_version: Option<u64>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl TurnRecord {
+    /// Checks the fields' shapes; the error names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.turn_type != "main" && self.turn_type != "side" {
+            return Err(format!(
+                "field `type` is {:?}, expected \"main\" or \"side\"",
+                self.turn_type
+            ));
+        }
+        match &self.prompt {
+            Value::String(_) => {}
+            Value::Array(msgs) => {
+                for (i, m) in msgs.iter().enumerate() {
+                    if m.get("role").and_then(Value::as_str).is_none() {
+                        return Err(format!("field `prompt[{i}]` has no string `role`"));
+                    }
+                }
+            }
+            other => {
+                return Err(format!(
+                    "field `prompt` is {}, expected messages or a string",
+                    kind(other)
+                ))
+            }
+        }
+        match &self.response {
+            Value::String(_) | Value::Object(_) => {}
+            other => {
+                return Err(format!(
+                    "field `response` is {}, expected a message or a string",
+                    kind(other)
+                ))
+            }
+        }
+        if let Some(ns) = &self.next_state {
+            match ns {
+                Value::Null | Value::String(_) => {}
+                Value::Object(o) if o.get("content").is_some() => {}
+                _ => {
+                    return Err(
+                        "field `next_state` must be {role, content}, a string or null".into(),
+                    )
+                }
+            }
+        }
+        if let (Some(ids), Some(lps)) = (&self.response_ids, &self.response_logprobs) {
+            if ids.len() != lps.len() {
+                return Err(format!(
+                    "field `response_logprobs` has {} values for {} response_ids",
+                    lps.len(),
+                    ids.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// What reading a data file found: the good trajectories, and one error line per bad record.
+#[derive(Debug, Default)]
+pub struct ReadResult {
+    /// Trajectories that parsed and validated.
+    pub trajectories: Vec<TrajectoryRecord>,
+    /// `FILE:LINE: problem`, one per record skipped.
+    pub errors: Vec<String>,
+}
+
+/// Reads a JSONL file (one trajectory per line) or a JSON array of trajectories. Bad records
+/// are reported with file, line and field, and the good ones are still returned.
+pub fn read_trajectories(path: &Path) -> Result<ReadResult> {
+    let file = std::fs::File::open(path)
+        .with_context(|| format!("cannot open data file {}", path.display()))?;
+    let mut reader = BufReader::new(file);
+    let mut first = String::new();
+    // A JSON array starts with `[`; anything else is read as JSONL.
+    let mut peek = [0u8; 1];
+    loop {
+        let buf = reader.fill_buf()?;
+        match buf.iter().position(|b| !b.is_ascii_whitespace()) {
+            Some(i) => {
+                peek[0] = buf[i];
+                break;
+            }
+            None if buf.is_empty() => bail!("data file {} is empty", path.display()),
+            None => {
+                let n = buf.len();
+                reader.consume(n);
+            }
+        }
+    }
+    let mut out = ReadResult::default();
+    let name = path.display().to_string();
+    if peek[0] == b'[' {
+        let all: Vec<Value> = serde_json::from_reader(reader)
+            .map_err(|e| anyhow::anyhow!("{name}:{}: invalid JSON: {e}", e.line()))?;
+        for (i, v) in all.into_iter().enumerate() {
+            accept(v, &format!("{name}: record {}", i + 1), &mut out);
+        }
+        return Ok(out);
+    }
+    let mut line_no = 0;
+    loop {
+        first.clear();
+        line_no += 1;
+        if reader.read_line(&mut first)? == 0 {
+            break;
+        }
+        if first.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Value>(&first) {
+            Ok(v) => accept(v, &format!("{name}:{line_no}"), &mut out),
+            Err(e) => out
+                .errors
+                .push(format!("{name}:{line_no}: invalid JSON: {e}")),
+        }
+    }
+    Ok(out)
+}
+
+fn accept(v: Value, at: &str, out: &mut ReadResult) {
+    match serde_json::from_value::<TrajectoryRecord>(v) {
+        Ok(t) => {
+            for (i, turn) in t.turns.iter().enumerate() {
+                if let Err(e) = turn.validate() {
+                    out.errors.push(format!("{at}: turns[{i}]: {e}"));
+                    return;
+                }
+            }
+            out.trajectories.push(t);
+        }
+        Err(e) => out.errors.push(format!("{at}: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn good_records_are_kept_and_bad_ones_named_by_line_and_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data.jsonl");
+        std::fs::write(
+            &path,
+            concat!(
+                r#"{"session_id":"a","turns":[{"type":"main","prompt":"hi","response":"hello","next_state":{"role":"user","content":"thanks"},"trainable":true}]}"#, "\n",
+                "\n",
+                r#"{"session_id":"b","turns":[{"type":"mian","prompt":"x","response":"y"}]}"#, "\n",
+                r#"{"session_id":"c","turns":[{"type":"main","prompt":"x"}]}"#, "\n",
+                "{not json\n",
+                r#"{"session_id":"d","turns":[{"type":"side","prompt":[{"role":"user","content":"q"}],"response":{"role":"assistant","content":"r"},"next_state":null,"trainable":false}]}"#, "\n",
+            ),
+        )
+        .unwrap();
+        let r = read_trajectories(&path).unwrap();
+        assert_eq!(r.trajectories.len(), 2);
+        assert_eq!(r.trajectories[0].session_id, "a");
+        assert_eq!(r.errors.len(), 3, "{:?}", r.errors);
+        assert!(
+            r.errors[0].contains("data.jsonl:3: turns[0]: field `type` is \"mian\""),
+            "{}",
+            r.errors[0]
+        );
+        assert!(
+            r.errors[1].contains("data.jsonl:4: ")
+                && r.errors[1].contains("missing field `response`"),
+            "{}",
+            r.errors[1]
+        );
+        assert!(
+            r.errors[2].contains("data.jsonl:5: invalid JSON"),
+            "{}",
+            r.errors[2]
+        );
+    }
+
+    #[test]
+    fn a_json_array_file_is_read_too() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data.json");
+        std::fs::write(
+            &path,
+            r#" [{"session_id":"a","turns":[]}, {"session_id":1}]"#,
+        )
+        .unwrap();
+        let r = read_trajectories(&path).unwrap();
+        assert_eq!(r.trajectories.len(), 1);
+        assert!(r.errors[0].contains("record 2"), "{:?}", r.errors);
+    }
+}

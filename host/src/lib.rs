@@ -5,6 +5,7 @@
 
 pub mod buffer;
 pub mod cli;
+pub mod collect;
 pub mod config;
 pub mod data;
 pub mod plugin;

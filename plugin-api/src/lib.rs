@@ -46,7 +46,7 @@ pub use host::{HostServices, Judge, JudgeRequest, LogLevel, Logger, Policy, Scor
 pub use loss::{Loss, LossBatch, LossOutput, Metric, TopKBatch};
 pub use manifest::{Manifest, PluginKind};
 pub use module::{PluginModule, PluginModuleRef, ABI_NAME};
-pub use reward::{Reward, Score, ScoreRequest};
+pub use reward::{JudgeSettings, Reward, Score, ScoreRequest};
 pub use rollout::{Generate, GenerateRequest, Rollout, RolloutOutput, RolloutRequest};
 
 /// The error a plugin returns: a message the host logs with the plugin's name.

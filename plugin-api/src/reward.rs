@@ -17,6 +17,37 @@ pub struct ScoreRequest {
     /// Whether the session ended without a next state for this turn (an idle timeout or an
     /// explicit end): the method decides what such a turn is worth.
     pub session_closed: bool,
+    /// How the run wants the judge used.
+    pub judge: JudgeSettings,
+}
+
+/// The run's judge settings (`--majority-vote-n`, `--majority-vote-threshold`,
+/// `--judge-temperature`, `--judge-max-tokens`, `--distill-topk`).
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JudgeSettings {
+    /// Judge calls per turn (votes).
+    pub votes: u32,
+    /// The share of valid votes a value needs to win; below it (or on a tie) the score is 0.
+    pub threshold: f32,
+    /// Judge sampling temperature.
+    pub temperature: f32,
+    /// Judge output cap, in tokens.
+    pub max_tokens: u32,
+    /// Teacher top-k entries per response token for top-k distillation (0: none).
+    pub topk: u32,
+}
+
+impl Default for JudgeSettings {
+    fn default() -> Self {
+        JudgeSettings {
+            votes: 3,
+            threshold: 0.5,
+            temperature: 0.6,
+            max_tokens: 4096,
+            topk: 0,
+        }
+    }
 }
 
 /// A reward plugin's verdict on one turn.

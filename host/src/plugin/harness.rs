@@ -14,9 +14,9 @@ use openclaw_plugin_api::host::{Generation, JudgeService, PolicyService, TokenSc
 use openclaw_plugin_api::math::check_gradient;
 use openclaw_plugin_api::testing::{random_batch, random_topk_batch};
 use openclaw_plugin_api::{
-    Action, GenerateRequest, HostServices, JudgeRequest, LossBatch, LossOutput, Message, NextState,
-    PluginKind, RolloutRequest, SamplingParams, ScoreRequest, ScoreTokens, TopKEntries,
-    TrainingSample, Turn, TurnType,
+    Action, GenerateRequest, HostServices, JudgeRequest, JudgeSettings, LossBatch, LossOutput,
+    Message, NextState, PluginKind, RolloutRequest, SamplingParams, ScoreRequest, ScoreTokens,
+    TopKEntries, TrainingSample, Turn, TurnType,
 };
 use std::sync::Arc;
 
@@ -339,6 +339,7 @@ fn check_reward(plugin: &LoadedPlugin, config: &str, c: &mut Checks) {
             turn: sample_turn(next),
             response_text: "2 + 3 = 5.<|im_end|>".into(),
             session_closed: next.is_none(),
+            judge: JudgeSettings::default(),
         };
         c.record(
             what,

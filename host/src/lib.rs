@@ -8,4 +8,6 @@ pub mod cli;
 pub mod collect;
 pub mod config;
 pub mod data;
+pub mod judge;
+pub mod metrics;
 pub mod plugin;

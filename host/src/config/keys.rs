@@ -153,6 +153,14 @@ pub const KEYS: &[KeySpec] = &[
         "bearer key for --judge-endpoint",
     )),
     key(
+        "judge_model",
+        Str,
+        "\"\"",
+        &["JUDGE_MODEL"],
+        "judge-model",
+        "model id at --judge-endpoint (empty: the first it lists)",
+    ),
+    key(
         "data_path",
         Str,
         "\"\"",

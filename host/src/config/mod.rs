@@ -26,6 +26,7 @@ pub struct RunConfig {
     pub prm_model_path: String,
     pub judge_endpoint: String,
     pub judge_api_key: String,
+    pub judge_model: String,
     pub data_path: String,
     pub backend: String,
     pub train_gpus: String,

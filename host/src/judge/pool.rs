@@ -1,0 +1,206 @@
+//! The judge pool: `--num-judge-workers` threads that run the method's reward plugin on turns
+//! that got their next state (or whose session closed), with retries, and hand each verdict on.
+//!
+//! Overflow: the job queue is bounded; `submit` blocks the caller (the collection loop) while
+//! it is full, which slows collection rather than losing a turn. Every turn is already in the
+//! durable buffer, so nothing is lost if the process dies with jobs queued: they are judged
+//! again on replay.
+
+use crate::metrics::Metrics;
+use crate::plugin::RewardHandle;
+use openclaw_plugin_api::{Score, ScoreRequest};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// One turn to judge.
+#[derive(Clone, Debug)]
+pub struct JudgeJob {
+    /// The buffer sequence number of the turn's record.
+    pub turn_seq: u64,
+    /// What the reward plugin is asked.
+    pub request: ScoreRequest,
+}
+
+/// What became of a job.
+#[derive(Debug)]
+pub struct JudgeOutcome {
+    /// The job.
+    pub job: JudgeJob,
+    /// The verdict, or the last error after every attempt failed.
+    pub result: Result<Score, String>,
+    /// Attempts made.
+    pub attempts: u32,
+    /// Time from the first attempt to the outcome.
+    pub elapsed: Duration,
+}
+
+/// Settings of the pool.
+#[derive(Clone, Copy, Debug)]
+pub struct PoolOptions {
+    /// Worker threads.
+    pub workers: usize,
+    /// Jobs that may wait.
+    pub queue: usize,
+    /// Attempts per job (at least 1).
+    pub attempts: u32,
+    /// Pause before a retry (doubles each time).
+    pub backoff: Duration,
+    /// A call longer than this counts as timed out in the metrics (it is not interrupted).
+    pub slow_after: Duration,
+}
+
+/// A running pool.
+pub struct JudgePool {
+    tx: Option<SyncSender<JudgeJob>>,
+    workers: Vec<JoinHandle<()>>,
+    metrics: Arc<Metrics>,
+    depth: Arc<std::sync::atomic::AtomicI64>,
+}
+
+impl JudgePool {
+    /// Starts the workers. `done` receives every outcome, from the worker threads.
+    pub fn start(
+        reward: Arc<RewardHandle>,
+        opts: PoolOptions,
+        metrics: Arc<Metrics>,
+        done: Arc<dyn Fn(JudgeOutcome) + Send + Sync>,
+    ) -> JudgePool {
+        let (tx, rx) = sync_channel::<JudgeJob>(opts.queue.max(1));
+        let rx: Arc<Mutex<Receiver<JudgeJob>>> = Arc::new(Mutex::new(rx));
+        let depth = Arc::new(std::sync::atomic::AtomicI64::new(0));
+        let workers = (0..opts.workers.max(1))
+            .map(|i| {
+                let rx = rx.clone();
+                let reward = reward.clone();
+                let metrics = metrics.clone();
+                let done = done.clone();
+                let depth = depth.clone();
+                std::thread::Builder::new()
+                    .name(format!("judge-{i}"))
+                    .spawn(move || loop {
+                        let job = match rx.lock() {
+                            Ok(r) => match r.recv() {
+                                Ok(j) => j,
+                                Err(_) => return, // the pool was closed
+                            },
+                            Err(_) => return,
+                        };
+                        let d = depth.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) - 1;
+                        metrics
+                            .queue_depth
+                            .get_or_create(&Metrics::label("queue", "judge"))
+                            .set(d);
+                        done(run_job(&reward, job, &opts, &metrics));
+                    })
+                    .expect("spawn a judge worker")
+            })
+            .collect();
+        JudgePool {
+            tx: Some(tx),
+            workers,
+            metrics,
+            depth,
+        }
+    }
+
+    /// Queues a job, waiting while the queue is full.
+    pub fn submit(&self, job: JudgeJob) -> Result<(), String> {
+        let tx = self.tx.as_ref().ok_or("the judge pool is closed")?;
+        let d = self.depth.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        self.metrics
+            .queue_depth
+            .get_or_create(&Metrics::label("queue", "judge"))
+            .set(d);
+        tx.send(job)
+            .map_err(|_| "the judge pool is closed".to_string())
+    }
+
+    /// Jobs waiting.
+    pub fn depth(&self) -> i64 {
+        self.depth.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Stops taking jobs, finishes the queued ones and joins the workers.
+    pub fn close(mut self) {
+        self.tx.take();
+        for w in self.workers.drain(..) {
+            let _ = w.join();
+        }
+    }
+}
+
+fn run_job(
+    reward: &RewardHandle,
+    job: JudgeJob,
+    opts: &PoolOptions,
+    metrics: &Metrics,
+) -> JudgeOutcome {
+    let start = Instant::now();
+    let mut attempts = 0;
+    let mut backoff = opts.backoff;
+    let result = loop {
+        attempts += 1;
+        let call = Instant::now();
+        let r = reward.score(&job.request).map_err(|e| format!("{e:#}"));
+        if call.elapsed() > opts.slow_after {
+            metrics
+                .judge_failures
+                .get_or_create(&Metrics::label("reason", "slow"))
+                .inc();
+        }
+        match r {
+            Ok(score) if score.value.is_finite() => break Ok(score),
+            Ok(score) => {
+                break Err(format!(
+                    "the reward plugin returned a non-finite score {}",
+                    score.value
+                ))
+            }
+            Err(e) if attempts >= opts.attempts.max(1) => break Err(e),
+            Err(e) => {
+                tracing::warn!(
+                    session = job.request.turn.session_id.as_str(),
+                    turn = job.request.turn.turn_index,
+                    "judging failed (attempt {attempts}), retrying: {e}"
+                );
+                std::thread::sleep(backoff);
+                backoff *= 2;
+            }
+        }
+    };
+    metrics.judge_seconds.observe(start.elapsed().as_secs_f64());
+    match &result {
+        Ok(s) => {
+            metrics
+                .judged
+                .get_or_create(&Metrics::label(
+                    "outcome",
+                    if s.trainable {
+                        "trainable"
+                    } else {
+                        "not_trainable"
+                    },
+                ))
+                .inc();
+        }
+        Err(e) => {
+            tracing::warn!(
+                session = job.request.turn.session_id.as_str(),
+                turn = job.request.turn.turn_index,
+                "judging failed after {attempts} attempts, the turn is skipped: {e}"
+            );
+            metrics
+                .judge_failures
+                .get_or_create(&Metrics::label("reason", "error"))
+                .inc();
+        }
+    }
+    JudgeOutcome {
+        job,
+        result,
+        attempts,
+        elapsed: start.elapsed(),
+    }
+}

@@ -1,0 +1,196 @@
+//! The host's metrics, served as Prometheus text at `/metrics`.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+/// Every metric of a process, registered once.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Requests by endpoint and HTTP status.
+    pub requests: Family<Vec<(String, String)>, Counter>,
+    /// Seconds from request to the last byte.
+    pub request_seconds: Histogram,
+    /// Seconds from request to the first token.
+    pub ttft_seconds: Histogram,
+    /// Tokens generated.
+    pub generated_tokens: Counter,
+    /// Prompt tokens processed.
+    pub prompt_tokens: Counter,
+    /// Requests waiting for or in generation.
+    pub inflight_requests: Gauge,
+    /// Queue depths by queue name.
+    pub queue_depth: Family<Vec<(String, String)>, Gauge>,
+    /// Items a queue turned away, by queue and policy.
+    pub queue_overflow: Family<Vec<(String, String)>, Counter>,
+    /// The weight version serving now.
+    pub weight_version: Gauge,
+    /// How many weight versions behind a sample was when trained.
+    pub sample_staleness: Histogram,
+    /// Samples dropped for being staler than allowed.
+    pub stale_dropped: Counter,
+    /// Seconds per judge call (one turn, all votes).
+    pub judge_seconds: Histogram,
+    /// Judge calls that failed after their retries, by reason.
+    pub judge_failures: Family<Vec<(String, String)>, Counter>,
+    /// Turns judged, by outcome (`trainable`, `not_trainable`).
+    pub judged: Family<Vec<(String, String)>, Counter>,
+    /// Optimizer steps taken.
+    pub train_steps: Counter,
+    /// The last training loss.
+    pub train_loss: Gauge<f64, AtomicU64>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn latency() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 14))
+}
+
+impl Metrics {
+    /// A fresh set of metrics.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("openclaw");
+        let m = Metrics {
+            requests: Family::default(),
+            request_seconds: latency(),
+            ttft_seconds: latency(),
+            generated_tokens: Counter::default(),
+            prompt_tokens: Counter::default(),
+            inflight_requests: Gauge::default(),
+            queue_depth: Family::default(),
+            queue_overflow: Family::default(),
+            weight_version: Gauge::default(),
+            sample_staleness: Histogram::new([0.0, 1.0, 2.0, 3.0, 4.0, 8.0, 16.0]),
+            stale_dropped: Counter::default(),
+            judge_seconds: latency(),
+            judge_failures: Family::default(),
+            judged: Family::default(),
+            train_steps: Counter::default(),
+            train_loss: Gauge::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "requests",
+            "HTTP requests by endpoint and status",
+            m.requests.clone(),
+        );
+        registry.register(
+            "request_seconds",
+            "Request latency",
+            m.request_seconds.clone(),
+        );
+        registry.register(
+            "ttft_seconds",
+            "Time to first token",
+            m.ttft_seconds.clone(),
+        );
+        registry.register(
+            "generated_tokens",
+            "Tokens generated",
+            m.generated_tokens.clone(),
+        );
+        registry.register(
+            "prompt_tokens",
+            "Prompt tokens processed",
+            m.prompt_tokens.clone(),
+        );
+        registry.register(
+            "inflight_requests",
+            "Requests waiting for or in generation",
+            m.inflight_requests.clone(),
+        );
+        registry.register(
+            "queue_depth",
+            "Items waiting in each queue",
+            m.queue_depth.clone(),
+        );
+        registry.register(
+            "queue_overflow",
+            "Items a full queue turned away",
+            m.queue_overflow.clone(),
+        );
+        registry.register(
+            "weight_version",
+            "Weight version serving now",
+            m.weight_version.clone(),
+        );
+        registry.register(
+            "sample_staleness",
+            "Weight versions a trained sample lagged",
+            m.sample_staleness.clone(),
+        );
+        registry.register(
+            "stale_dropped",
+            "Samples dropped as too stale",
+            m.stale_dropped.clone(),
+        );
+        registry.register(
+            "judge_seconds",
+            "Judge latency per turn",
+            m.judge_seconds.clone(),
+        );
+        registry.register(
+            "judge_failures",
+            "Judge calls that failed after retries",
+            m.judge_failures.clone(),
+        );
+        registry.register("judged", "Turns judged by outcome", m.judged.clone());
+        registry.register("train_steps", "Optimizer steps", m.train_steps.clone());
+        registry.register("train_loss", "Last training loss", m.train_loss.clone());
+        Metrics { registry, ..m }
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+
+    /// A label set of one pair.
+    pub fn label(k: &str, v: &str) -> Vec<(String, String)> {
+        vec![(k.to_string(), v.to_string())]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_render_as_prometheus_text() {
+        let m = Metrics::new();
+        m.requests
+            .get_or_create(&vec![
+                ("endpoint".into(), "chat".into()),
+                ("status".into(), "200".into()),
+            ])
+            .inc();
+        m.ttft_seconds.observe(0.02);
+        m.queue_depth
+            .get_or_create(&Metrics::label("queue", "judge"))
+            .set(3);
+        m.weight_version.set(4);
+        let text = m.render();
+        assert!(
+            text.contains("openclaw_requests_total{endpoint=\"chat\",status=\"200\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("openclaw_ttft_seconds_count 1"), "{text}");
+        assert!(
+            text.contains("openclaw_queue_depth{queue=\"judge\"} 3"),
+            "{text}"
+        );
+        assert!(text.contains("openclaw_weight_version 4"), "{text}");
+    }
+}

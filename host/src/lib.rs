@@ -11,3 +11,4 @@ pub mod data;
 pub mod judge;
 pub mod metrics;
 pub mod plugin;
+pub mod serve;

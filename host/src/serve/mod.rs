@@ -1,0 +1,3 @@
+//! Serving: the OpenAI-compatible HTTP API.
+
+pub mod protocol;

@@ -1,0 +1,617 @@
+//! The OpenAI chat-completions protocol: requests as clients send them (both token-limit
+//! names, string or text-part content, tools), responses and stream chunks, and errors in
+//! OpenAI's shape.
+
+use crate::collect::SessionHints;
+use crate::data::messages::content_text;
+use axum::http::{HeaderMap, StatusCode};
+use openclaw_plugin_api::TurnType;
+use serde::Deserialize;
+use serde_json::{json, Map, Value};
+
+/// An error as OpenAI sends it: a status and `{error: {message, type, param, code}}`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ApiError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// What went wrong, for a person.
+    pub message: String,
+    /// `invalid_request_error`, `authentication_error`, ...
+    pub kind: &'static str,
+    /// The request field at fault, if any.
+    pub param: Option<String>,
+    /// A machine-readable code (`context_length_exceeded`, `model_not_found`, ...).
+    pub code: Option<&'static str>,
+}
+
+impl ApiError {
+    /// 400 invalid_request_error.
+    pub fn invalid(message: impl Into<String>, param: Option<&str>) -> Self {
+        ApiError {
+            status: StatusCode::BAD_REQUEST,
+            message: message.into(),
+            kind: "invalid_request_error",
+            param: param.map(str::to_string),
+            code: None,
+        }
+    }
+
+    /// Sets the code.
+    pub fn with_code(mut self, code: &'static str) -> Self {
+        self.code = Some(code);
+        self
+    }
+
+    /// 401.
+    pub fn unauthorized(message: &str) -> Self {
+        ApiError {
+            status: StatusCode::UNAUTHORIZED,
+            message: message.into(),
+            kind: "authentication_error",
+            param: None,
+            code: Some("invalid_api_key"),
+        }
+    }
+
+    /// 404 for an unknown model.
+    pub fn model_not_found(model: &str) -> Self {
+        ApiError {
+            status: StatusCode::NOT_FOUND,
+            message: format!("The model `{model}` does not exist or you do not have access to it."),
+            kind: "invalid_request_error",
+            param: Some("model".into()),
+            code: Some("model_not_found"),
+        }
+    }
+
+    /// 413.
+    pub fn too_large(limit: usize) -> Self {
+        ApiError {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            message: format!("The request body is larger than {limit} bytes."),
+            kind: "invalid_request_error",
+            param: None,
+            code: Some("request_too_large"),
+        }
+    }
+
+    /// 429 when admission is full.
+    pub fn busy(message: &str) -> Self {
+        ApiError {
+            status: StatusCode::TOO_MANY_REQUESTS,
+            message: message.into(),
+            kind: "rate_limit_error",
+            param: None,
+            code: Some("server_busy"),
+        }
+    }
+
+    /// 500.
+    pub fn internal(message: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            message: message.into(),
+            kind: "server_error",
+            param: None,
+            code: None,
+        }
+    }
+
+    /// The prompt does not fit the model's context.
+    pub fn context_length(limit: usize, prompt: usize) -> Self {
+        ApiError::invalid(
+            format!(
+                "This model's maximum context length is {limit} tokens. However, your messages resulted in {prompt} tokens. Please reduce the length of the messages."
+            ),
+            Some("messages"),
+        )
+        .with_code("context_length_exceeded")
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> Value {
+        json!({"error": {"message": self.message, "type": self.kind, "param": self.param, "code": self.code}})
+    }
+}
+
+/// `stop`: one string or several.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum Stop {
+    /// One stop string.
+    One(String),
+    /// Several.
+    Many(Vec<String>),
+}
+
+/// `stream_options`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+pub struct StreamOptions {
+    /// Send a last chunk with token usage.
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+/// A chat-completions request, after parsing and validation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChatRequest {
+    /// The model id asked for.
+    pub model: Option<String>,
+    /// The messages, content normalised to strings.
+    pub messages: Vec<Value>,
+    /// Stream token by token.
+    pub stream: bool,
+    /// Stream options.
+    pub include_usage: bool,
+    /// `max_completion_tokens`, else `max_tokens`.
+    pub max_tokens: Option<u32>,
+    /// Temperature.
+    pub temperature: Option<f32>,
+    /// Nucleus mass.
+    pub top_p: Option<f32>,
+    /// Top-k (an extension several servers accept).
+    pub top_k: Option<u32>,
+    /// Stop strings.
+    pub stop: Vec<String>,
+    /// Seed.
+    pub seed: Option<u64>,
+    /// Tools (OpenAI `tools` array), when any and `tool_choice` is not `none`.
+    pub tools: Option<Value>,
+    /// What the request says about its session.
+    pub hints: SessionHints,
+}
+
+/// Parameters OpenAI defines that are accepted and ignored (they do not change generation
+/// here); anything else unknown is refused as OpenAI does.
+const IGNORED: &[&str] = &[
+    "frequency_penalty",
+    "presence_penalty",
+    "logit_bias",
+    "logprobs",
+    "top_logprobs",
+    "parallel_tool_calls",
+    "response_format",
+    "store",
+    "metadata",
+    "reasoning_effort",
+    "service_tier",
+    "prediction",
+    "modalities",
+    "audio",
+    "function_call",
+    "functions",
+    "web_search_options",
+    "safety_identifier",
+    "prompt_cache_key",
+    "verbosity",
+];
+
+const KNOWN: &[&str] = &[
+    "model",
+    "messages",
+    "stream",
+    "stream_options",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "top_k",
+    "stop",
+    "seed",
+    "tools",
+    "tool_choice",
+    "n",
+    "user",
+    "session_id",
+    "turn_type",
+    "session_done",
+];
+
+/// Valid session ids: printable, no path tricks.
+pub fn valid_session_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 256
+        && !id.contains("..")
+        && !id.starts_with('/')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.:@+=".contains(c))
+}
+
+fn truthy(v: &str) -> bool {
+    matches!(
+        v.trim().to_ascii_lowercase().as_str(),
+        "1" | "true" | "yes" | "on"
+    )
+}
+
+fn turn_type(v: &str, param: &str) -> Result<TurnType, ApiError> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "main" => Ok(TurnType::Main),
+        "side" => Ok(TurnType::Side),
+        other => Err(ApiError::invalid(
+            format!("{param} must be `main` or `side`, got `{other}`"),
+            Some(param),
+        )),
+    }
+}
+
+/// Parses and validates a request body with its headers. The non-standard keys
+/// (`session_id`, `turn_type`, `session_done`) are taken out here and never reach generation.
+pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> {
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid(format!("The request body is not valid JSON: {e}"), None))?;
+    let Value::Object(mut o) = v else {
+        return Err(ApiError::invalid(
+            "The request body must be a JSON object.",
+            None,
+        ));
+    };
+    for k in o.keys() {
+        if !KNOWN.contains(&k.as_str()) && !IGNORED.contains(&k.as_str()) {
+            return Err(ApiError::invalid(
+                format!("Unrecognized request argument supplied: {k}"),
+                Some(k),
+            ));
+        }
+    }
+    let get = |o: &Map<String, Value>, k: &str| o.get(k).filter(|v| !v.is_null()).cloned();
+    let messages = match o.remove("messages") {
+        Some(Value::Array(m)) if !m.is_empty() => m,
+        Some(Value::Array(_)) => {
+            return Err(ApiError::invalid(
+                "`messages` must not be empty.",
+                Some("messages"),
+            ))
+        }
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "`messages` must be an array.",
+                Some("messages"),
+            ))
+        }
+        None => {
+            return Err(ApiError::invalid(
+                "Missing required parameter: 'messages'.",
+                Some("messages"),
+            ))
+        }
+    };
+    let mut normalised = Vec::with_capacity(messages.len());
+    for (i, m) in messages.into_iter().enumerate() {
+        let Value::Object(mut m) = m else {
+            return Err(ApiError::invalid(
+                format!("messages[{i}] must be an object."),
+                Some("messages"),
+            ));
+        };
+        let role = m
+            .get("role")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if !["system", "developer", "user", "assistant", "tool"].contains(&role.as_str()) {
+            return Err(ApiError::invalid(
+                format!("messages[{i}].role must be one of system, developer, user, assistant, tool; got `{role}`."),
+                Some("messages"),
+            ));
+        }
+        let content = content_text(m.get("content").unwrap_or(&Value::Null))
+            .map_err(|e| ApiError::invalid(format!("messages[{i}].{e}"), Some("messages")))?;
+        m.insert("content".into(), Value::String(content));
+        normalised.push(Value::Object(m));
+    }
+    let num = |o: &Map<String, Value>, k: &str| -> Result<Option<f64>, ApiError> {
+        match get(o, k) {
+            None => Ok(None),
+            Some(Value::Number(n)) => Ok(n.as_f64()),
+            Some(_) => Err(ApiError::invalid(
+                format!("`{k}` must be a number."),
+                Some(k),
+            )),
+        }
+    };
+    let uint = |o: &Map<String, Value>, k: &str| -> Result<Option<u64>, ApiError> {
+        match get(o, k) {
+            None => Ok(None),
+            Some(Value::Number(n)) => n.as_u64().map(Some).ok_or_else(|| {
+                ApiError::invalid(format!("`{k}` must be a non-negative integer."), Some(k))
+            }),
+            Some(_) => Err(ApiError::invalid(
+                format!("`{k}` must be an integer."),
+                Some(k),
+            )),
+        }
+    };
+    if let Some(n) = uint(&o, "n")? {
+        if n != 1 {
+            return Err(ApiError::invalid("Only n = 1 is supported.", Some("n")));
+        }
+    }
+    let temperature = num(&o, "temperature")?.map(|t| t as f32);
+    if let Some(t) = temperature {
+        if !(0.0..=2.0).contains(&t) {
+            return Err(ApiError::invalid(
+                format!("`temperature` must be between 0 and 2, got {t}."),
+                Some("temperature"),
+            ));
+        }
+    }
+    let top_p = num(&o, "top_p")?.map(|t| t as f32);
+    if let Some(p) = top_p {
+        if !(p > 0.0 && p <= 1.0) {
+            return Err(ApiError::invalid(
+                format!("`top_p` must be in (0, 1], got {p}."),
+                Some("top_p"),
+            ));
+        }
+    }
+    let max_tokens = match (uint(&o, "max_completion_tokens")?, uint(&o, "max_tokens")?) {
+        (Some(m), _) | (None, Some(m)) => Some(m.min(u32::MAX as u64) as u32),
+        _ => None,
+    };
+    if max_tokens == Some(0) {
+        return Err(ApiError::invalid(
+            "`max_completion_tokens` must be at least 1.",
+            Some("max_completion_tokens"),
+        ));
+    }
+    let stop = match get(&o, "stop") {
+        None => Vec::new(),
+        Some(v) => match serde_json::from_value::<Stop>(v) {
+            Ok(Stop::One(s)) => vec![s],
+            Ok(Stop::Many(v)) if v.len() <= 4 => v,
+            Ok(Stop::Many(_)) => {
+                return Err(ApiError::invalid(
+                    "`stop` takes at most 4 strings.",
+                    Some("stop"),
+                ))
+            }
+            Err(_) => {
+                return Err(ApiError::invalid(
+                    "`stop` must be a string or an array of strings.",
+                    Some("stop"),
+                ))
+            }
+        },
+    };
+    let stream = match get(&o, "stream") {
+        None => false,
+        Some(Value::Bool(b)) => b,
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "`stream` must be a boolean.",
+                Some("stream"),
+            ))
+        }
+    };
+    let include_usage = match get(&o, "stream_options") {
+        None => false,
+        Some(v) => {
+            serde_json::from_value::<StreamOptions>(v)
+                .map_err(|_| {
+                    ApiError::invalid(
+                        "`stream_options` must be an object.",
+                        Some("stream_options"),
+                    )
+                })?
+                .include_usage
+        }
+    };
+    let tool_choice_none = get(&o, "tool_choice").is_some_and(|t| t == "none");
+    let tools = match get(&o, "tools") {
+        None => None,
+        Some(Value::Array(t)) if t.is_empty() || tool_choice_none => None,
+        Some(Value::Array(t)) => {
+            for (i, tool) in t.iter().enumerate() {
+                if tool
+                    .pointer("/function/name")
+                    .and_then(Value::as_str)
+                    .is_none()
+                {
+                    return Err(ApiError::invalid(
+                        format!("tools[{i}] has no function.name."),
+                        Some("tools"),
+                    ));
+                }
+            }
+            Some(Value::Array(t))
+        }
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "`tools` must be an array.",
+                Some("tools"),
+            ))
+        }
+    };
+    let model = match get(&o, "model") {
+        None => None,
+        Some(Value::String(s)) => Some(s),
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "`model` must be a string.",
+                Some("model"),
+            ))
+        }
+    };
+
+    // Session hints: headers first, then the body's keys, then the OpenAI `user` field.
+    let header = |k: &str| {
+        headers
+            .get(k)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let body_str = |k: &str| {
+        get(&o, k).map(|v| match v {
+            Value::String(s) => s,
+            other => other.to_string(),
+        })
+    };
+    let session_id = header("x-session-id")
+        .or_else(|| body_str("session_id"))
+        .or_else(|| body_str("user"));
+    if let Some(id) = &session_id {
+        if !valid_session_id(id) {
+            return Err(ApiError::invalid(
+                "The session id must be 1-256 characters of letters, digits and -_.:@+= with no `..`.",
+                Some("session_id"),
+            ));
+        }
+    }
+    let turn_type = match header("x-turn-type") {
+        Some(t) => Some(turn_type(&t, "X-Turn-Type")?),
+        None => match body_str("turn_type") {
+            Some(t) => Some(turn_type(&t, "turn_type")?),
+            None => None,
+        },
+    };
+    let done = header("x-session-done")
+        .or_else(|| body_str("session_done"))
+        .is_some_and(|v| truthy(&v));
+    Ok(ChatRequest {
+        model,
+        messages: normalised,
+        stream,
+        include_usage,
+        max_tokens,
+        temperature,
+        top_p,
+        top_k: uint(&o, "top_k")?.map(|k| k as u32),
+        stop,
+        seed: uint(&o, "seed")?,
+        tools,
+        hints: SessionHints {
+            session_id,
+            turn_type,
+            done,
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn what_a_stock_agent_client_sends_is_accepted() {
+        let body = json!({
+            "model": "default",
+            "messages": [
+                {"role": "system", "content": "You are an agent."},
+                {"role": "user", "content": [{"type": "text", "text": "session abc: list files"}]}
+            ],
+            "stream": true,
+            "stream_options": {"include_usage": true},
+            "max_completion_tokens": 1,
+            "tool_choice": "auto",
+            "tools": [{"type": "function", "function": {"name": "ls", "parameters": {"type": "object"}}}],
+            "parallel_tool_calls": true,
+            "store": false
+        });
+        let r = parse(body.to_string().as_bytes(), &HeaderMap::new()).unwrap();
+        assert!(r.stream && r.include_usage);
+        assert_eq!(r.max_tokens, Some(1));
+        assert_eq!(r.messages[1]["content"], "session abc: list files");
+        assert!(r.tools.is_some());
+        assert_eq!(r.hints, SessionHints::default());
+    }
+
+    #[test]
+    fn session_hints_come_from_headers_then_body_then_user() {
+        let body = json!({"messages": [{"role": "user", "content": "hi"}], "session_id": "b", "turn_type": "side", "user": "u", "session_done": true});
+        let r = parse(
+            body.to_string().as_bytes(),
+            &headers(&[("x-session-id", "h"), ("x-turn-type", "MAIN")]),
+        )
+        .unwrap();
+        assert_eq!(r.hints.session_id.as_deref(), Some("h"));
+        assert_eq!(r.hints.turn_type, Some(TurnType::Main));
+        assert!(r.hints.done);
+        let body =
+            json!({"messages": [{"role": "user", "content": "hi"}], "user": "alice@example.com"});
+        let r = parse(body.to_string().as_bytes(), &HeaderMap::new()).unwrap();
+        assert_eq!(r.hints.session_id.as_deref(), Some("alice@example.com"));
+    }
+
+    #[test]
+    fn bad_requests_get_openai_errors_naming_the_field() {
+        let cases: Vec<(&[u8], &str, Option<&str>)> = vec![
+            (b"{not json", "not valid JSON", None),
+            (b"[1,2]", "must be a JSON object", None),
+            (
+                br#"{"model":"m"}"#,
+                "Missing required parameter: 'messages'",
+                Some("messages"),
+            ),
+            (br#"{"messages":[]}"#, "must not be empty", Some("messages")),
+            (
+                br#"{"mesages":[{"role":"user","content":"x"}]}"#,
+                "Unrecognized request argument supplied: mesages",
+                Some("mesages"),
+            ),
+            (
+                br#"{"messages":[{"role":"robot","content":"x"}]}"#,
+                "role must be one of",
+                Some("messages"),
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":[{"type":"image_url"}]}]}"#,
+                "type `image_url`",
+                Some("messages"),
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":"x"}],"temperature":5}"#,
+                "between 0 and 2",
+                Some("temperature"),
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":"x"}],"max_tokens":-1}"#,
+                "non-negative",
+                Some("max_tokens"),
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":"x"}],"n":2}"#,
+                "n = 1",
+                Some("n"),
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":"x"}],"session_id":"../../etc"}"#,
+                "session id",
+                Some("session_id"),
+            ),
+            (
+                br#"{"messages":[{"role":"user","content":"x"}],"turn_type":"middle"}"#,
+                "`main` or `side`",
+                Some("turn_type"),
+            ),
+        ];
+        for (body, msg, param) in cases {
+            let e = parse(body, &HeaderMap::new()).unwrap_err();
+            assert_eq!(e.status, StatusCode::BAD_REQUEST);
+            assert!(
+                e.message.contains(msg),
+                "{} -> {}",
+                String::from_utf8_lossy(body),
+                e.message
+            );
+            assert_eq!(
+                e.param.as_deref(),
+                param,
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+            assert_eq!(e.body()["error"]["type"], "invalid_request_error");
+        }
+        let e = ApiError::context_length(256, 300);
+        assert_eq!(e.body()["error"]["code"], "context_length_exceeded");
+    }
+}

@@ -1,0 +1,28 @@
+//! Text in and out of the model: tokenizers, chat templates and the output parser.
+//!
+//! - [`Tokenizer`] loads a HF `tokenizer.json` (plus `tokenizer_config.json` for the special
+//!   tokens), encodes and decodes; [`IncrementalDecoder`] turns sampled ids into text deltas
+//!   for streaming; [`train_bpe`] makes a byte-level BPE tokenizer for small models.
+//! - [`ChatTemplate`] renders [`ChatMessage`]s with a checkpoint's Jinja chat template the way
+//!   transformers' `apply_chat_template` does.
+//! - [`OutputParser`] splits generated text into reasoning, content and tool calls, one delta
+//!   at a time.
+
+#![warn(missing_docs)]
+
+mod config;
+mod incremental;
+mod message;
+mod parser;
+mod pyjson;
+mod template;
+mod tokenizer;
+mod train;
+
+pub use config::TokenizerConfig;
+pub use incremental::IncrementalDecoder;
+pub use message::{ChatMessage, ContentPart, FunctionCall, MessageContent, ToolCall};
+pub use parser::{OutputParser, ParseEvent, ParsedMessage, ParsedToolCall, ParserOptions};
+pub use template::{ChatTemplate, RenderOptions};
+pub use tokenizer::{SpecialToken, SpecialTokens, Tokenizer};
+pub use train::{train_bpe, CHATML_TEMPLATE};

@@ -22,6 +22,7 @@ pub mod env;
 mod export;
 pub mod ffi;
 pub mod host;
+pub mod judge;
 pub mod loss;
 pub mod manifest;
 pub mod math;

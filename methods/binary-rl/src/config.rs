@@ -2,12 +2,13 @@
 
 use openclaw_plugin_api::math::GroupNorm;
 use openclaw_plugin_api::parse_config;
+use openclaw_plugin_api::serde::de::{Deserializer, IgnoredAny};
 use openclaw_plugin_api::serde::Deserialize;
 
 /// The default configuration, as shipped in the manifest.
 pub const DEFAULT_CONFIG: &str = include_str!("../config.toml");
 
-/// The configuration of the binary RL loss.
+/// The configuration of the binary RL loss: the top-level keys of config.toml.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(crate = "openclaw_plugin_api::serde", default, deny_unknown_fields)]
 pub struct BinaryRlConfig {
@@ -21,6 +22,23 @@ pub struct BinaryRlConfig {
     pub kl_coef: f32,
     /// Cap of the truncated importance weight; 0 turns it off.
     pub tis_cap: f32,
+    /// The reward's table, read by [`BinaryRlRewardConfig`].
+    #[serde(rename = "reward")]
+    _reward: OtherTable,
+    /// The host's `[run]` table of suggested run settings.
+    #[serde(rename = "run")]
+    _run: OtherTable,
+}
+
+/// A table that belongs to another kind or to the host: one config.toml serves the loss and
+/// the reward, so each accepts the other's table without reading it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct OtherTable;
+
+impl<'de> Deserialize<'de> for OtherTable {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        IgnoredAny::deserialize(d).map(|_| OtherTable)
+    }
 }
 
 impl Default for BinaryRlConfig {
@@ -31,6 +49,8 @@ impl Default for BinaryRlConfig {
             group_norm: GroupNorm::None,
             kl_coef: 0.0,
             tis_cap: 0.0,
+            _reward: OtherTable,
+            _run: OtherTable,
         }
     }
 }
@@ -66,6 +86,55 @@ fn check_non_negative(key: &str, v: f32) -> Result<(), String> {
     } else {
         Err(format!(
             "{key} = {v} is out of range: it must be finite and >= 0"
+        ))
+    }
+}
+
+/// The configuration of the binary RL reward: the `[reward]` table of config.toml.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(crate = "openclaw_plugin_api::serde", default, deny_unknown_fields)]
+pub struct BinaryRlRewardConfig {
+    /// The most characters of the response, and of the next state, the judge reads; longer
+    /// text loses its middle. 0: no limit.
+    pub max_judge_chars: usize,
+}
+
+impl Default for BinaryRlRewardConfig {
+    fn default() -> Self {
+        BinaryRlRewardConfig {
+            max_judge_chars: 16_000,
+        }
+    }
+}
+
+/// The whole file as the reward reads it: the loss's keys are not its business.
+#[derive(Default, Deserialize)]
+#[serde(crate = "openclaw_plugin_api::serde", default)]
+struct RewardFile {
+    reward: BinaryRlRewardConfig,
+}
+
+impl BinaryRlRewardConfig {
+    /// Parses and validates the `[reward]` table of TOML text; missing keys keep their defaults.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let file: RewardFile = parse_config(text)?;
+        file.reward.validate()?;
+        Ok(file.reward)
+    }
+
+    /// Checks every value's range; the error names the key and the bad value.
+    pub fn validate(&self) -> Result<(), String> {
+        check_judge_chars(self.max_judge_chars)
+    }
+}
+
+/// The clip marker alone is about 40 characters: a limit must leave room for the text.
+fn check_judge_chars(v: usize) -> Result<(), String> {
+    if v == 0 || v >= 200 {
+        Ok(())
+    } else {
+        Err(format!(
+            "reward.max_judge_chars = {v} is out of range: use 0 (no limit) or at least 200"
         ))
     }
 }
@@ -116,6 +185,47 @@ mod tests {
             let e = BinaryRlConfig::parse(text).unwrap_err();
             assert!(e.contains(key) && e.contains(value), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn the_loss_and_the_reward_ignore_each_other() {
+        let text = "eps_clip = 0.1\n[reward]\nmax_judge_chars = 500\n[run]\nmajority_vote_n = 1";
+        assert_eq!(BinaryRlConfig::parse(text).unwrap().eps_clip, 0.1);
+        assert_eq!(
+            BinaryRlRewardConfig::parse(text).unwrap().max_judge_chars,
+            500
+        );
+        // A misspelling in either part is still caught by its own parser.
+        let e = BinaryRlRewardConfig::parse("[reward]\nmax_judge_char = 1").unwrap_err();
+        assert!(e.contains("max_judge_char") && e.contains("line 2"), "{e}");
+        let e = BinaryRlConfig::parse("[rewards]\nx = 1").unwrap_err();
+        assert!(e.contains("rewards"), "{e}");
+        // A bad reward value does not stop the loss, and the other way round.
+        BinaryRlConfig::parse("[reward]\nmax_judge_chars = 3").unwrap();
+        BinaryRlRewardConfig::parse("eps_clip = 7.0").unwrap();
+    }
+
+    #[test]
+    fn reward_keys_parse_and_errors_name_the_key_and_the_value() {
+        assert_eq!(
+            BinaryRlRewardConfig::parse(DEFAULT_CONFIG).unwrap(),
+            BinaryRlRewardConfig::default()
+        );
+        assert_eq!(
+            BinaryRlRewardConfig::parse("[reward]\nmax_judge_chars = 0")
+                .unwrap()
+                .max_judge_chars,
+            0
+        );
+        let e = BinaryRlRewardConfig::parse("[reward]\nmax_judge_chars = 50").unwrap_err();
+        assert!(
+            e.contains("reward.max_judge_chars") && e.contains("50"),
+            "{e}"
+        );
+        let e = BinaryRlRewardConfig::parse("[reward]\nmax_judge_chars = -1").unwrap_err();
+        assert!(e.contains("max_judge_chars = -1"), "{e}");
+        let e = BinaryRlRewardConfig::parse("reward = 3").unwrap_err();
+        assert!(e.contains("reward = 3"), "{e}");
     }
 
     #[test]

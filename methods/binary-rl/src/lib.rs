@@ -1,23 +1,30 @@
-//! Binary RL loss plugin: the PPO clipped surrogate on reward advantages.
+//! Binary RL plugin: a judge scores each turn from its next state, and the PPO clipped
+//! surrogate trains on the scores.
 //!
-//! Each sample's scalar reward (from the judge's majority vote, or a precomputed per-token
-//! advantage) becomes the advantage of its tokens; the loss is the asymmetric PPO-clip
-//! surrogate, optionally with a k3 KL penalty against a reference model and a truncated
-//! importance weight for the rollout/train policy mismatch. See README.md.
+//! The reward kind asks the judge model, `judge.votes` times, whether the next state (the
+//! user's reply or the tool's output) shows that the turn made progress (+1), needed a
+//! correction (-1) or cannot tell (0), and takes the majority. The loss kind makes each
+//! sample's scalar reward (or a precomputed per-token advantage) the advantage of its tokens
+//! in the asymmetric PPO-clip surrogate, optionally with a k3 KL penalty against a reference
+//! model and a truncated importance weight for the rollout/train policy mismatch. See
+//! README.md.
 
 mod advantage;
 mod config;
 mod loss;
+mod reward;
 
 pub use advantage::reward_advantages;
-pub use config::{BinaryRlConfig, DEFAULT_CONFIG};
+pub use config::{BinaryRlConfig, BinaryRlRewardConfig, DEFAULT_CONFIG};
 pub use loss::BinaryRlLoss;
+pub use reward::{verdict_score, BinaryRlReward};
 
 openclaw_plugin_api::export_plugin! {
     name: "binary-rl",
-    description: "PPO-clip policy gradient on per-sample reward advantages (binary RL / GRPO)",
+    description: "Binary RL: a majority-vote judge scores each turn +1/-1/0 from its next state; PPO-clip on the reward advantages",
     default_config: include_str!("../config.toml"),
     loss: BinaryRlLoss,
+    reward: BinaryRlReward,
 }
 
 #[cfg(test)]
@@ -33,9 +40,15 @@ mod tests {
         assert_eq!(p["version"].as_str(), Some(m.version.as_str()));
         assert_eq!(p["version"].as_str(), Some(env!("CARGO_PKG_VERSION")));
         assert_eq!(p["description"].as_str(), Some(m.description.as_str()));
-        assert_eq!(m.kinds.len(), 1);
-        assert_eq!(m.kinds[0].as_str(), "loss");
-        assert_eq!(p["kinds"].as_array().unwrap().len(), 1);
+        let kinds: Vec<&str> = m.kinds.iter().map(|k| k.as_str()).collect();
+        assert_eq!(kinds, ["loss", "reward"]);
+        let listed: Vec<&str> = p["kinds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k.as_str().unwrap())
+            .collect();
+        assert_eq!(listed, kinds);
         assert_eq!(m.default_config.as_str(), super::DEFAULT_CONFIG);
     }
 
@@ -73,6 +86,48 @@ mod tests {
         assert_eq!(
             ffi.compute(&batch).into_result().unwrap(),
             direct.compute(&batch).unwrap()
+        );
+    }
+
+    #[test]
+    fn the_exported_constructor_builds_the_reward() {
+        use openclaw_plugin_api::judge::scripted::ScriptedJudge;
+        use openclaw_plugin_api::HostServices;
+        use std::sync::Arc;
+        let ctor = super::__openclaw_plugin_root().reward_ctor().unwrap();
+        let err = ctor(
+            super::DEFAULT_CONFIG.into(),
+            HostServices::standalone().into_ffi(),
+        )
+        .into_result()
+        .err()
+        .unwrap();
+        assert!(err.contains("judge"), "{err}");
+        let host = HostServices::builder()
+            .judge(Arc::new(ScriptedJudge::always(&["\\boxed{1}"])))
+            .build();
+        let reward = ctor(super::DEFAULT_CONFIG.into(), host.into_ffi())
+            .into_result()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let turn: openclaw_plugin_api::Turn = openclaw_plugin_api::serde_json::from_str(
+            r#"{"session_id":"s","turn_index":0,"turn_type":"main","prompt_messages":[],
+                "response":{"role":"assistant","content":"done"},"prompt_ids":[],
+                "response_ids":[1],"response_logprobs":[-0.5],"weight_version":0,
+                "next_state":{"role":"user","content":"thanks!"},"trainable":true}"#,
+        )
+        .unwrap();
+        let score = reward
+            .score(&openclaw_plugin_api::ScoreRequest {
+                turn,
+                response_text: "done".into(),
+                session_closed: false,
+                judge: Default::default(),
+            })
+            .into_result()
+            .unwrap();
+        assert_eq!(
+            (score.value, score.trainable, score.votes.len()),
+            (1.0, true, 3)
         );
     }
 }

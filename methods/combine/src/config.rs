@@ -2,12 +2,13 @@
 
 use openclaw_plugin_api::math::GroupNorm;
 use openclaw_plugin_api::parse_config;
+use openclaw_plugin_api::serde::de::{Deserializer, IgnoredAny};
 use openclaw_plugin_api::serde::Deserialize;
 
 /// The default configuration, as shipped in the manifest.
 pub const DEFAULT_CONFIG: &str = include_str!("../config.toml");
 
-/// The configuration of the combined loss.
+/// The configuration of the combined loss: the top-level keys of config.toml.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(crate = "openclaw_plugin_api::serde", default, deny_unknown_fields)]
 pub struct CombineConfig {
@@ -25,6 +26,23 @@ pub struct CombineConfig {
     pub kl_coef: f32,
     /// Cap of the truncated importance weight; 0 turns it off.
     pub tis_cap: f32,
+    /// The reward's table, read by [`CombineRewardConfig`].
+    #[serde(rename = "reward")]
+    _reward: OtherTable,
+    /// The host's `[run]` table of suggested run settings.
+    #[serde(rename = "run")]
+    _run: OtherTable,
+}
+
+/// A table that belongs to another kind or to the host: one config.toml serves the loss and
+/// the reward, so each accepts the other's table without reading it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct OtherTable;
+
+impl<'de> Deserialize<'de> for OtherTable {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        IgnoredAny::deserialize(d).map(|_| OtherTable)
+    }
 }
 
 impl Default for CombineConfig {
@@ -37,6 +55,8 @@ impl Default for CombineConfig {
             eps_clip_high: 0.28,
             kl_coef: 0.0,
             tis_cap: 0.0,
+            _reward: OtherTable,
+            _run: OtherTable,
         }
     }
 }
@@ -86,6 +106,52 @@ fn check_non_negative(key: &str, v: f32) -> Result<(), String> {
     }
 }
 
+/// The configuration of the combined reward: the `[reward]` table of config.toml.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(crate = "openclaw_plugin_api::serde", default, deny_unknown_fields)]
+pub struct CombineRewardConfig {
+    /// The most characters of the response, and of the next state, the judge reads; longer
+    /// text loses its middle. 0: no limit.
+    pub max_judge_chars: usize,
+}
+
+impl Default for CombineRewardConfig {
+    fn default() -> Self {
+        CombineRewardConfig {
+            max_judge_chars: 16_000,
+        }
+    }
+}
+
+/// The whole file as the reward reads it: the loss's keys are not its business.
+#[derive(Default, Deserialize)]
+#[serde(crate = "openclaw_plugin_api::serde", default)]
+struct RewardFile {
+    reward: CombineRewardConfig,
+}
+
+impl CombineRewardConfig {
+    /// Parses and validates the `[reward]` table of TOML text; missing keys keep their defaults.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let file: RewardFile = parse_config(text)?;
+        file.reward.validate()?;
+        Ok(file.reward)
+    }
+
+    /// Checks every value's range; the error names the key and the bad value.
+    pub fn validate(&self) -> Result<(), String> {
+        let v = self.max_judge_chars;
+        // The clip marker alone is about 40 characters: a limit must leave room for the text.
+        if v == 0 || v >= 200 {
+            Ok(())
+        } else {
+            Err(format!(
+                "reward.max_judge_chars = {v} is out of range: use 0 (no limit) or at least 200"
+            ))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -116,6 +182,7 @@ mod tests {
                 eps_clip_high: 0.3,
                 kl_coef: 0.02,
                 tis_cap: 2.0,
+                ..CombineConfig::default()
             }
         );
     }
@@ -135,6 +202,28 @@ mod tests {
         }
         // Negative weights are allowed (finite is all that is asked).
         CombineConfig::parse("w_opd = -1.0").unwrap();
+    }
+
+    #[test]
+    fn the_loss_and_the_reward_ignore_each_other() {
+        let text = "w_opd = 0.5\n[reward]\nmax_judge_chars = 300\n[run]\nmajority_vote_n = 1";
+        assert_eq!(CombineConfig::parse(text).unwrap().w_opd, 0.5);
+        assert_eq!(
+            CombineRewardConfig::parse(text).unwrap().max_judge_chars,
+            300
+        );
+        assert_eq!(
+            CombineRewardConfig::parse(DEFAULT_CONFIG).unwrap(),
+            CombineRewardConfig::default()
+        );
+        let e = CombineRewardConfig::parse("[reward]\nw_opd = 1.0").unwrap_err();
+        assert!(e.contains("w_opd") && e.contains("line 2"), "{e}");
+        let e = CombineRewardConfig::parse("[reward]\nmax_judge_chars = 199").unwrap_err();
+        assert!(e.contains("reward.max_judge_chars = 199"), "{e}");
+        let e = CombineConfig::parse("[rewards]\nx = 1").unwrap_err();
+        assert!(e.contains("rewards"), "{e}");
+        CombineConfig::parse("[reward]\nmax_judge_chars = 3").unwrap();
+        CombineRewardConfig::parse("w_opd = nan").unwrap();
     }
 
     #[test]

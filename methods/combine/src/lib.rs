@@ -1,6 +1,8 @@
-//! Combined loss plugin: on-policy distillation and binary RL in one advantage.
+//! Combined plugin: on-policy distillation and binary RL in one sample and one advantage.
 //!
-//! Each token's advantage is `w_opd·(teacher_logp - old_logp) + w_rl·A_rl`, where the teacher
+//! The reward kind runs the hint judge (with the hinted teacher) and the binary-RL votes on
+//! each turn concurrently and merges them into at most one sample. In the loss, each token's
+//! advantage is `w_opd·(teacher_logp - old_logp) + w_rl·A_rl`, where the teacher
 //! term is 0 for samples without a teacher and `A_rl` is the reward advantage of binary-rl;
 //! the loss is the asymmetric PPO clipped surrogate, optionally with a k3 KL penalty and a
 //! truncated importance weight. See README.md.
@@ -8,16 +10,19 @@
 mod advantage;
 mod config;
 mod loss;
+mod reward;
 
 pub use advantage::AdvantageParts;
-pub use config::{CombineConfig, DEFAULT_CONFIG};
+pub use config::{CombineConfig, CombineRewardConfig, DEFAULT_CONFIG};
 pub use loss::CombineLoss;
+pub use reward::{combined_score, sample_kind, CombineReward};
 
 openclaw_plugin_api::export_plugin! {
     name: "combine",
-    description: "PPO-clip on a weighted sum of teacher-minus-student token advantages and reward advantages",
+    description: "Hint judge with hinted teacher and majority-vote judge score on each turn, run concurrently; PPO-clip on a weighted sum of teacher-minus-student token advantages and reward advantages",
     default_config: include_str!("../config.toml"),
     loss: CombineLoss,
+    reward: CombineReward,
 }
 
 #[cfg(test)]
@@ -33,9 +38,15 @@ mod tests {
         assert_eq!(p["version"].as_str(), Some(m.version.as_str()));
         assert_eq!(p["version"].as_str(), Some(env!("CARGO_PKG_VERSION")));
         assert_eq!(p["description"].as_str(), Some(m.description.as_str()));
-        assert_eq!(m.kinds.len(), 1);
-        assert_eq!(m.kinds[0].as_str(), "loss");
-        assert_eq!(p["kinds"].as_array().unwrap().len(), 1);
+        let kinds: Vec<&str> = m.kinds.iter().map(|k| k.as_str()).collect();
+        assert_eq!(kinds, ["loss", "reward"]);
+        let listed: Vec<&str> = p["kinds"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|k| k.as_str().unwrap())
+            .collect();
+        assert_eq!(listed, kinds);
         assert_eq!(m.default_config.as_str(), super::DEFAULT_CONFIG);
     }
 
@@ -72,5 +83,49 @@ mod tests {
             ffi.compute(&batch).into_result().unwrap(),
             direct.compute(&batch).unwrap()
         );
+    }
+
+    #[test]
+    fn the_exported_constructor_builds_the_reward() {
+        use openclaw_plugin_api::judge::scripted::{ScriptedJudge, ScriptedPolicy};
+        use openclaw_plugin_api::HostServices;
+        use std::sync::Arc;
+        let ctor = super::__openclaw_plugin_root().reward_ctor().unwrap();
+        let err = ctor(
+            super::DEFAULT_CONFIG.into(),
+            HostServices::standalone().into_ffi(),
+        )
+        .into_result()
+        .err()
+        .unwrap();
+        assert!(err.contains("judge"), "{err}");
+        let host = HostServices::builder()
+            .judge(Arc::new(ScriptedJudge::always(&[
+                "\\boxed{1} [HINT_START]Answer in one line.[HINT_END]",
+            ])))
+            .policy(Arc::new(ScriptedPolicy::default()))
+            .build();
+        let reward = ctor(super::DEFAULT_CONFIG.into(), host.into_ffi())
+            .into_result()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let turn: openclaw_plugin_api::Turn = openclaw_plugin_api::serde_json::from_str(
+            r#"{"session_id":"s","turn_index":0,"turn_type":"main",
+                "prompt_messages":[{"role":"user","content":"hi"}],
+                "response":{"role":"assistant","content":"hello there"},"prompt_ids":[],
+                "response_ids":[1,2],"response_logprobs":[-0.5,-0.5],"weight_version":0,
+                "next_state":{"role":"user","content":"shorter please"},"trainable":true}"#,
+        )
+        .unwrap();
+        let score = reward
+            .score(&openclaw_plugin_api::ScoreRequest {
+                turn,
+                response_text: "hello there".into(),
+                session_closed: false,
+                judge: Default::default(),
+            })
+            .into_result()
+            .unwrap();
+        assert_eq!((score.value, score.trainable), (1.0, true));
+        assert_eq!(score.teacher_logprobs.unwrap().len(), 2);
     }
 }

@@ -1,6 +1,7 @@
 //! The plugin's configuration: `config.toml` beside this crate holds the defaults.
 
 use openclaw_plugin_api::parse_config;
+use openclaw_plugin_api::serde::de::{Deserializer, IgnoredAny};
 use openclaw_plugin_api::serde::Deserialize;
 
 /// The default configuration, as shipped in the manifest.
@@ -17,7 +18,7 @@ pub enum Mode {
     Topk,
 }
 
-/// The configuration of the OPD loss.
+/// The configuration of the OPD loss: the top-level keys of config.toml.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(crate = "openclaw_plugin_api::serde", default, deny_unknown_fields)]
 pub struct OpdConfig {
@@ -31,6 +32,23 @@ pub struct OpdConfig {
     pub kl_coef: f32,
     /// Cap of the truncated importance weight (token mode); 0 turns it off.
     pub tis_cap: f32,
+    /// The reward's table, read by [`OpdRewardConfig`].
+    #[serde(rename = "reward")]
+    _reward: OtherTable,
+    /// The host's `[run]` table of suggested run settings.
+    #[serde(rename = "run")]
+    _run: OtherTable,
+}
+
+/// A table that belongs to another kind or to the host: one config.toml serves the loss and
+/// the reward, so each accepts the other's table without reading it.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct OtherTable;
+
+impl<'de> Deserialize<'de> for OtherTable {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        IgnoredAny::deserialize(d).map(|_| OtherTable)
+    }
 }
 
 impl Default for OpdConfig {
@@ -41,6 +59,8 @@ impl Default for OpdConfig {
             eps_clip_high: 0.2,
             kl_coef: 0.0,
             tis_cap: 0.0,
+            _reward: OtherTable,
+            _run: OtherTable,
         }
     }
 }
@@ -93,6 +113,72 @@ fn check_non_negative(key: &str, v: f32) -> Result<(), String> {
     }
 }
 
+/// The configuration of the OPD reward: the `[reward]` table of config.toml, and the loss's
+/// `mode`, which decides whether the teacher's top-k is needed.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(crate = "openclaw_plugin_api::serde", default, deny_unknown_fields)]
+pub struct OpdRewardConfig {
+    /// The loss mode (the top-level `mode` key): `topk` makes the reward ask the teacher for
+    /// its top-k at every response position.
+    #[serde(skip)]
+    pub mode: Mode,
+    /// Also run the binary-RL judge's votes on each turn and record their majority as
+    /// `eval_score` in the metadata (monitoring only; it does not change the sample).
+    pub eval_votes: bool,
+    /// Teacher top-k entries per response token in `topk` mode when the run asks for none
+    /// (`--distill-topk 0`); 0 makes such a turn an error instead.
+    pub default_topk: u32,
+    /// The most characters of the response, and of the next state, the judge reads; longer
+    /// text loses its middle. 0: no limit.
+    pub max_judge_chars: usize,
+}
+
+impl Default for OpdRewardConfig {
+    fn default() -> Self {
+        OpdRewardConfig {
+            mode: Mode::Token,
+            eval_votes: false,
+            default_topk: 50,
+            max_judge_chars: 16_000,
+        }
+    }
+}
+
+/// The whole file as the reward reads it: of the loss's keys only `mode` matters to it.
+#[derive(Default, Deserialize)]
+#[serde(crate = "openclaw_plugin_api::serde", default)]
+struct RewardFile {
+    mode: Mode,
+    reward: OpdRewardConfig,
+}
+
+impl OpdRewardConfig {
+    /// Parses and validates TOML text (the `[reward]` table and `mode`); missing keys keep
+    /// their defaults.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let file: RewardFile = parse_config(text)?;
+        let config = OpdRewardConfig {
+            mode: file.mode,
+            ..file.reward
+        };
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks every value's range; the error names the key and the bad value.
+    pub fn validate(&self) -> Result<(), String> {
+        let v = self.max_judge_chars;
+        // The clip marker alone is about 40 characters: a limit must leave room for the text.
+        if v == 0 || v >= 200 {
+            Ok(())
+        } else {
+            Err(format!(
+                "reward.max_judge_chars = {v} is out of range: use 0 (no limit) or at least 200"
+            ))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -119,7 +205,8 @@ mod tests {
                 eps_clip: 0.1,
                 eps_clip_high: 0.3,
                 kl_coef: 0.02,
-                tis_cap: 2.0
+                tis_cap: 2.0,
+                ..OpdConfig::default()
             }
         );
         assert_eq!(
@@ -141,6 +228,56 @@ mod tests {
         ] {
             let e = OpdConfig::parse(text).unwrap_err();
             assert!(e.contains(key) && e.contains(value), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_loss_and_the_reward_ignore_each_other() {
+        let text = "mode = \"topk\"\n[reward]\neval_votes = true\nmax_judge_chars = 0\n\
+                    [run]\nmajority_vote_n = 1";
+        assert_eq!(OpdConfig::parse(text).unwrap().mode, Mode::Topk);
+        assert_eq!(
+            OpdRewardConfig::parse(text).unwrap(),
+            OpdRewardConfig {
+                mode: Mode::Topk,
+                eval_votes: true,
+                default_topk: 50,
+                max_judge_chars: 0
+            }
+        );
+        let e = OpdRewardConfig::parse("[reward]\neval_vote = true").unwrap_err();
+        assert!(e.contains("eval_vote") && e.contains("line 2"), "{e}");
+        // `mode` is a loss key: it is not accepted inside [reward].
+        let e = OpdRewardConfig::parse("[reward]\nmode = \"topk\"").unwrap_err();
+        assert!(e.contains("mode"), "{e}");
+        let e = OpdConfig::parse("[rewards]\neval_votes = true").unwrap_err();
+        assert!(e.contains("rewards"), "{e}");
+        // A bad reward value does not stop the loss, and the other way round.
+        OpdConfig::parse("[reward]\nmax_judge_chars = 3").unwrap();
+        OpdRewardConfig::parse("eps_clip = 7.0").unwrap();
+    }
+
+    #[test]
+    fn reward_keys_parse_and_errors_name_the_key_and_the_value() {
+        assert_eq!(
+            OpdRewardConfig::parse(DEFAULT_CONFIG).unwrap(),
+            OpdRewardConfig::default()
+        );
+        assert_eq!(
+            OpdRewardConfig::parse("").unwrap(),
+            OpdRewardConfig::default()
+        );
+        for (text, needle) in [
+            (
+                "[reward]\nmax_judge_chars = 50",
+                "reward.max_judge_chars = 50",
+            ),
+            ("[reward]\neval_votes = \"yes\"", "eval_votes = \"yes\""),
+            ("[reward]\ndefault_topk = -3", "default_topk = -3"),
+            ("mode = \"sequence\"", "sequence"),
+        ] {
+            let e = OpdRewardConfig::parse(text).unwrap_err();
+            assert!(e.contains(needle), "{text}: {e}");
         }
     }
 

@@ -1,0 +1,211 @@
+//! The engine benchmark behind `openclaw-host bench engine`: prefill, decode at several batch
+//! sizes and scoring throughput on a random model. `bench/torch_engine.py` measures the same
+//! workload with transformers.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::config::ModelConfig;
+use crate::device::{CpuBackend, CpuDevice};
+use crate::generate::{generate, generate_parallel, GenerateRequest, SamplingParams};
+use crate::publish::Versioned;
+use crate::rng::Rng;
+use crate::score::{score, ScoreOptions, ScoreRequest};
+use crate::weights::random_model;
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub struct BenchConfig {
+    /// The model (random weights).
+    pub model: ModelConfig,
+    /// Prompt tokens per sequence in the decode runs.
+    pub prompt_len: usize,
+    /// Tokens generated per sequence in the decode runs.
+    pub new_tokens: usize,
+    /// Batch sizes of the decode runs.
+    pub decode_batches: Vec<usize>,
+    /// Tokens of the single prompt of the prefill run.
+    pub prefill_len: usize,
+    /// Sequences per scoring call (each `prompt_len + new_tokens` long).
+    pub score_batch: usize,
+    /// Timed repetitions per measurement (the best counts), after one warm-up.
+    pub repeats: usize,
+    /// Also decode each batch split into this many groups on their own threads (1: skip).
+    pub decode_groups: usize,
+    /// Seed of the weights and of the sampled tokens.
+    pub seed: u64,
+}
+
+impl Default for BenchConfig {
+    /// The tiny Qwen3 of the burn 0.21 measurements: vocab 4096, hidden 256, intermediate 768,
+    /// 4 layers, 8 query / 4 kv heads of 32, tied embeddings; 16-token prompts, 64 new tokens.
+    fn default() -> Self {
+        let mut model = ModelConfig::qwen3(4096, 256, 768, 4, 8, 4, 32, true);
+        model.max_position_embeddings = 2048;
+        BenchConfig {
+            model,
+            prompt_len: 16,
+            new_tokens: 64,
+            decode_batches: vec![1, 8],
+            prefill_len: 256,
+            score_batch: 8,
+            repeats: 3,
+            decode_groups: cpu_threads(),
+            seed: 0,
+        }
+    }
+}
+
+/// Threads the CPU backend uses: `RAYON_NUM_THREADS` if set, else the available cores.
+fn cpu_threads() -> usize {
+    std::env::var("RAYON_NUM_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+}
+
+/// Throughputs in tokens per second.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchReport {
+    /// Model parameters.
+    pub params: usize,
+    /// Prompt tokens per second of one `prefill_len`-token prefill.
+    pub prefill_tok_s: f64,
+    /// `(batch, generated tokens per second)` for each decode batch size, one [`DecodeBatch`]
+    /// (prefill included in the time).
+    ///
+    /// [`DecodeBatch`]: crate::generate::DecodeBatch
+    pub decode_tok_s: Vec<(usize, f64)>,
+    /// `(batch, groups, generated tokens per second)`: the same batches split into `groups`
+    /// decode batches on their own threads ([`generate_parallel`]).
+    pub decode_grouped_tok_s: Vec<(usize, usize, f64)>,
+    /// Tokens (prompt + response) per second scored by [`score`].
+    pub score_tok_s: f64,
+    /// Worker threads of the CPU backend.
+    pub threads: usize,
+}
+
+fn best_of(repeats: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    f()?; // warm-up
+    let mut best = f64::INFINITY;
+    for _ in 0..repeats.max(1) {
+        let t = Instant::now();
+        f()?;
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    Ok(best)
+}
+
+fn random_ids(rng: &mut Rng, n: usize, vocab: usize) -> Vec<u32> {
+    (0..n)
+        .map(|_| (rng.next_u64() % vocab as u64) as u32)
+        .collect()
+}
+
+/// Runs the benchmark on the CPU backend.
+pub fn run(config: &BenchConfig) -> Result<BenchReport> {
+    let device = CpuDevice::default();
+    let model = random_model::<CpuBackend>(config.model.clone(), config.seed, &device)?;
+    let params: usize = model.export().iter().map(|t| t.data.len()).sum();
+    let weights = Arc::new(Versioned { version: 0, model });
+    let vocab = config.model.vocab_size;
+    let mut rng = Rng::new(config.seed ^ 0x5eed);
+
+    // Prefill: one long prompt, one new token (its sampling is negligible).
+    let long = random_ids(&mut rng, config.prefill_len, vocab);
+    let t = best_of(config.repeats, || {
+        generate(
+            weights.clone(),
+            vec![GenerateRequest::new(long.clone(), 1)],
+            None,
+        )?;
+        Ok(())
+    })?;
+    let prefill_tok_s = config.prefill_len as f64 / t;
+
+    // Decode: full-vocabulary sampling at temperature 1, no stops, exactly new_tokens each.
+    let mut decode_tok_s = Vec::new();
+    let mut decode_grouped_tok_s = Vec::new();
+    for &b in &config.decode_batches {
+        let reqs: Vec<GenerateRequest> = (0..b)
+            .map(|i| GenerateRequest {
+                sampling: SamplingParams::default(),
+                seed: i as u64,
+                ..GenerateRequest::new(
+                    random_ids(&mut rng, config.prompt_len, vocab),
+                    config.new_tokens,
+                )
+            })
+            .collect();
+        let tokens = (b * config.new_tokens) as f64;
+        let t = best_of(config.repeats, || {
+            generate(weights.clone(), reqs.clone(), None)?;
+            Ok(())
+        })?;
+        decode_tok_s.push((b, tokens / t));
+        let groups = config.decode_groups.min(b);
+        if groups > 1 {
+            let t = best_of(config.repeats, || {
+                generate_parallel(weights.clone(), reqs.clone(), None, groups)?;
+                Ok(())
+            })?;
+            decode_grouped_tok_s.push((b, groups, tokens / t));
+        }
+    }
+
+    // Scoring: logprobs of every response token of score_batch sequences.
+    let sreqs: Vec<ScoreRequest> = (0..config.score_batch)
+        .map(|_| {
+            ScoreRequest::new(
+                random_ids(&mut rng, config.prompt_len, vocab),
+                random_ids(&mut rng, config.new_tokens, vocab),
+            )
+        })
+        .collect();
+    let t = best_of(config.repeats, || {
+        score(&weights.model, &sreqs, &ScoreOptions::default())?;
+        Ok(())
+    })?;
+    let score_tok_s = (config.score_batch * (config.prompt_len + config.new_tokens)) as f64 / t;
+
+    Ok(BenchReport {
+        params,
+        prefill_tok_s,
+        decode_tok_s,
+        decode_grouped_tok_s,
+        score_tok_s,
+        threads: cpu_threads(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_on_a_small_config() {
+        let cfg = BenchConfig {
+            model: ModelConfig::qwen3(64, 16, 32, 1, 2, 1, 8, true),
+            prompt_len: 3,
+            new_tokens: 2,
+            decode_batches: vec![1, 2],
+            prefill_len: 4,
+            score_batch: 2,
+            repeats: 1,
+            decode_groups: 2,
+            seed: 1,
+        };
+        let r = run(&cfg).unwrap();
+        assert_eq!(r.decode_tok_s.len(), 2);
+        assert_eq!(r.decode_grouped_tok_s.len(), 1);
+        assert!(r.prefill_tok_s > 0.0 && r.score_tok_s > 0.0);
+    }
+}

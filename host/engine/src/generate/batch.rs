@@ -1,0 +1,332 @@
+//! Several sequences decoded together, one token each per [`DecodeBatch::step`].
+//!
+//! Prompts of different lengths are right-padded into one prefill; the padding slots stay in
+//! the cache as holes that a key mask hides from every later query, and each sequence keeps its
+//! own RoPE positions, so a sequence computes what it would compute alone. Finished sequences
+//! leave the batch (their cache rows are dropped) while the others go on.
+
+use std::sync::Arc;
+
+use anyhow::{bail, Result};
+use burn::prelude::*;
+
+use super::kv_cache::KvCache;
+use super::sampling::Distribution;
+use super::{
+    ContextLengthExceeded, Detokenizer, FinishReason, GenerateRequest, Generation, StopMatch,
+};
+use crate::model::attention::AttnContext;
+use crate::model::Model;
+use crate::publish::Versioned;
+use crate::rng::Rng;
+use crate::weights::to_f32_vec;
+
+/// One sampled token of one sequence.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TokenEvent {
+    /// Index of the sequence in the request list.
+    pub index: usize,
+    /// The sampled token.
+    pub token: u32,
+    /// Its logprob under the distribution it was drawn from.
+    pub logprob: f32,
+    /// Set when this token ended the sequence.
+    pub finish: Option<FinishReason>,
+}
+
+#[derive(Debug)]
+struct Seq {
+    req: GenerateRequest,
+    rng: Rng,
+    tokens: Vec<u32>,
+    logprobs: Vec<f32>,
+    finish: Option<(FinishReason, Option<StopMatch>)>,
+    /// Tokens to decode when looking for stop strings (enough to span the longest one).
+    stop_window: usize,
+}
+
+/// A group of sequences decoded together on one fixed set of weights.
+pub struct DecodeBatch<B: Backend> {
+    weights: Arc<Versioned<Model<B>>>,
+    detokenizer: Option<Arc<dyn Detokenizer>>,
+    device: B::Device,
+    seqs: Vec<Seq>,
+    /// Sequence index of each cache row.
+    rows: Vec<usize>,
+    /// Width of the prefill: row r's slots `prompt_len..padded` are holes.
+    padded: usize,
+    cache: KvCache<B>,
+    /// Next-token logits of each row.
+    logits: Vec<Vec<f32>>,
+}
+
+impl<B: Backend> std::fmt::Debug for DecodeBatch<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DecodeBatch")
+            .field("weight_version", &self.weights.version)
+            .field("sequences", &self.seqs.len())
+            .field("live", &self.rows.len())
+            .field("cached_positions", &self.cache.len())
+            .finish()
+    }
+}
+
+impl<B: Backend> DecodeBatch<B> {
+    /// Validates the requests and runs the prefill of every prompt in one forward pass.
+    pub fn new(
+        weights: Arc<Versioned<Model<B>>>,
+        requests: Vec<GenerateRequest>,
+        detokenizer: Option<Arc<dyn Detokenizer>>,
+    ) -> Result<Self> {
+        let model = &weights.model;
+        let cfg = &model.config;
+        if model.score.is_some() {
+            bail!(
+                "{} cannot generate text (it is a classifier)",
+                cfg.architecture.name()
+            );
+        }
+        for (i, r) in requests.iter().enumerate() {
+            if r.prompt.is_empty() {
+                bail!("request {i}: the prompt is empty");
+            }
+            if let Some(&t) = r.prompt.iter().find(|&&t| t as usize >= cfg.vocab_size) {
+                bail!(
+                    "request {i}: token id {t} is outside the vocabulary ({})",
+                    cfg.vocab_size
+                );
+            }
+            if r.prompt.len() >= cfg.max_position_embeddings {
+                return Err(ContextLengthExceeded {
+                    request: i,
+                    prompt_tokens: r.prompt.len(),
+                    context: cfg.max_position_embeddings,
+                }
+                .into());
+            }
+            r.sampling
+                .validate()
+                .map_err(|e| anyhow::anyhow!("request {i}: {e}"))?;
+            if !r.stop_strings.is_empty() && detokenizer.is_none() {
+                bail!("request {i}: stop strings need a detokenizer");
+            }
+        }
+        let device = model.device();
+        let seqs: Vec<Seq> = requests
+            .into_iter()
+            .map(|req| {
+                let longest = req.stop_strings.iter().map(|s| s.len()).max().unwrap_or(0);
+                let finish = (req.max_tokens == 0).then_some((FinishReason::Length, None));
+                Seq {
+                    rng: Rng::new(req.seed),
+                    req,
+                    tokens: Vec::new(),
+                    logprobs: Vec::new(),
+                    finish,
+                    // A token decodes to at least one byte except for rare empty pieces: leave margin.
+                    stop_window: 2 * longest + 4,
+                }
+            })
+            .collect();
+        let rows: Vec<usize> = (0..seqs.len())
+            .filter(|&i| seqs[i].finish.is_none())
+            .collect();
+        let mut batch = DecodeBatch {
+            cache: model.new_cache(),
+            weights,
+            detokenizer,
+            device,
+            seqs,
+            rows,
+            padded: 0,
+            logits: Vec::new(),
+        };
+        batch.prefill();
+        Ok(batch)
+    }
+
+    fn prefill(&mut self) {
+        if self.rows.is_empty() {
+            return;
+        }
+        let model = &self.weights.model;
+        let n = self.rows.len();
+        let lens: Vec<usize> = self
+            .rows
+            .iter()
+            .map(|&i| self.seqs[i].req.prompt.len())
+            .collect();
+        let width = *lens.iter().max().expect("rows");
+        let mut ids = vec![0i64; n * width];
+        for (r, &i) in self.rows.iter().enumerate() {
+            for (j, &t) in self.seqs[i].req.prompt.iter().enumerate() {
+                ids[r * width + j] = t as i64;
+            }
+        }
+        let tokens = Tensor::<B, 2, Int>::from_data(TensorData::new(ids, [n, width]), &self.device);
+        // Right padding: every real token precedes the padding of its row, so the causal mask
+        // alone keeps padding out of real positions.
+        let ctx = AttnContext {
+            rope: model.rope_from_zero(n, width, &self.device),
+            key_mask: None,
+        };
+        let hidden = model.hidden(tokens, &ctx, Some(&mut self.cache));
+        let d = hidden.dims()[2];
+        let last: Vec<i64> = lens
+            .iter()
+            .enumerate()
+            .map(|(r, &l)| (r * width + l - 1) as i64)
+            .collect();
+        let idx = Tensor::<B, 1, Int>::from_data(TensorData::new(last, [n]), &self.device);
+        let h = hidden.reshape([n * width, d]).select(0, idx);
+        self.padded = width;
+        self.logits = split_rows(to_f32_vec(model.lm_logits(h)), n);
+    }
+
+    /// The version of the weights every token of this batch comes from.
+    pub fn weight_version(&self) -> u64 {
+        self.weights.version
+    }
+
+    /// Whether every sequence has finished.
+    pub fn is_finished(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Number of sequences still generating.
+    pub fn live(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Tokens generated so far by sequence `index`.
+    pub fn tokens(&self, index: usize) -> &[u32] {
+        &self.seqs[index].tokens
+    }
+
+    /// Samples one token for every live sequence, then (if any is still live) runs the forward
+    /// pass that prepares the next step. Returns the new tokens in row order.
+    pub fn step(&mut self) -> Vec<TokenEvent> {
+        let mut events = Vec::with_capacity(self.rows.len());
+        let max_pos = self.weights.model.config.max_position_embeddings;
+        for (r, &i) in self.rows.iter().enumerate() {
+            let logits = &self.logits[r];
+            let seq = &mut self.seqs[i];
+            let dist = Distribution::new(logits, &seq.req.sampling);
+            let (token, logprob) = dist.sample(logits, &mut seq.rng);
+            seq.tokens.push(token);
+            seq.logprobs.push(logprob);
+            seq.finish = stop_check(seq, self.detokenizer.as_deref()).or_else(|| {
+                let full = seq.tokens.len() >= seq.req.max_tokens
+                    || seq.req.prompt.len() + seq.tokens.len() >= max_pos;
+                full.then_some((FinishReason::Length, None))
+            });
+            events.push(TokenEvent {
+                index: i,
+                token,
+                logprob,
+                finish: seq.finish.as_ref().map(|f| f.0),
+            });
+        }
+
+        let keep: Vec<usize> = (0..self.rows.len())
+            .filter(|&r| self.seqs[self.rows[r]].finish.is_none())
+            .collect();
+        if keep.len() != self.rows.len() {
+            self.cache.retain_rows(&keep);
+            self.rows = keep.iter().map(|&r| self.rows[r]).collect();
+        }
+        if self.rows.is_empty() {
+            self.logits.clear();
+        } else {
+            self.decode_forward();
+        }
+        events
+    }
+
+    /// Feeds each live sequence's last token and stores the next-token logits.
+    fn decode_forward(&mut self) {
+        let model = &self.weights.model;
+        let n = self.rows.len();
+        let seqs: Vec<&Seq> = self.rows.iter().map(|&i| &self.seqs[i]).collect();
+        let ids: Vec<i64> = seqs
+            .iter()
+            .map(|s| *s.tokens.last().expect("sampled") as i64)
+            .collect();
+        let positions: Vec<usize> = seqs
+            .iter()
+            .map(|s| s.req.prompt.len() + s.tokens.len() - 1)
+            .collect();
+        let keys = self.cache.len() + 1;
+        let key_mask = if seqs.iter().any(|s| s.req.prompt.len() < self.padded) {
+            let mut m = vec![false; n * keys];
+            for (r, s) in seqs.iter().enumerate() {
+                for j in s.req.prompt.len()..self.padded {
+                    m[r * keys + j] = true;
+                }
+            }
+            Some(Tensor::<B, 4, Bool>::from_data(
+                TensorData::new(m, [n, 1, 1, keys]),
+                &self.device,
+            ))
+        } else {
+            None
+        };
+        let tokens = Tensor::<B, 2, Int>::from_data(TensorData::new(ids, [n, 1]), &self.device);
+        let ctx = AttnContext {
+            rope: model.rope_tables(&positions, n, 1, &self.device),
+            key_mask,
+        };
+        let hidden = model.hidden(tokens, &ctx, Some(&mut self.cache));
+        let d = hidden.dims()[2];
+        self.logits = split_rows(to_f32_vec(model.lm_logits(hidden.reshape([n, d]))), n);
+    }
+
+    /// The finished (or, if called early, partial) sequences in request order.
+    pub fn into_generations(self) -> Vec<Generation> {
+        let version = self.weights.version;
+        self.seqs
+            .into_iter()
+            .map(|s| {
+                let (finish_reason, stop) = s.finish.unwrap_or((FinishReason::Length, None));
+                Generation {
+                    prompt_ids: s.req.prompt,
+                    token_ids: s.tokens,
+                    logprobs: s.logprobs,
+                    finish_reason,
+                    stop,
+                    weight_version: version,
+                }
+            })
+            .collect()
+    }
+}
+
+fn split_rows(flat: Vec<f32>, n: usize) -> Vec<Vec<f32>> {
+    let v = flat.len() / n;
+    flat.chunks_exact(v).map(|c| c.to_vec()).collect()
+}
+
+fn stop_check(
+    seq: &Seq,
+    detok: Option<&dyn Detokenizer>,
+) -> Option<(FinishReason, Option<StopMatch>)> {
+    let last = *seq.tokens.last()?;
+    if seq.req.stop_token_ids.contains(&last) {
+        return Some((FinishReason::Stop, Some(StopMatch::Token(last))));
+    }
+    if let (Some(d), false) = (detok, seq.req.stop_strings.is_empty()) {
+        // Any match must involve the newest token (older ones were checked before), so decoding
+        // a tail window long enough for the longest stop string suffices.
+        let from = seq.tokens.len().saturating_sub(seq.stop_window);
+        let text = d.decode(&seq.tokens[from..]);
+        if let Some(s) = seq
+            .req
+            .stop_strings
+            .iter()
+            .find(|s| !s.is_empty() && text.contains(s.as_str()))
+        {
+            return Some((FinishReason::Stop, Some(StopMatch::String(s.clone()))));
+        }
+    }
+    None
+}

@@ -1,0 +1,36 @@
+//! The policy engine: models, weights, generation and scoring. Knows nothing of RL.
+//!
+//! - [`config`]: the HF `config.json` of Qwen3 / Qwen2 models.
+//! - [`model`]: the decoder, generic over the burn backend.
+//! - [`weights`]: safetensors loading (single or sharded, f32/bf16/f16), saving, random init.
+//! - [`generate`](mod@generate): batched generation with per-sequence KV caches and exact token logprobs.
+//! - [`score`](mod@score): logprobs of given tokens (and the differentiable form for training).
+//! - [`classify`](mod@classify): sequence-classification heads (PRMs).
+//! - [`publish`]: atomic weight publication with versions.
+//! - [`device`]: CPU or CUDA from `ROLLOUT_GPUS` / `TRAIN_GPUS`.
+//! - [`bench`](mod@bench): the engine benchmark behind `openclaw-host bench engine`.
+
+#![warn(missing_docs)]
+
+pub mod bench;
+pub mod classify;
+pub mod config;
+pub mod device;
+pub mod generate;
+pub mod model;
+pub mod publish;
+pub mod rng;
+pub mod score;
+pub mod weights;
+
+pub use classify::classify;
+pub use config::{Architecture, AttentionFlags, ModelConfig};
+pub use device::{CpuBackend, CpuDevice, DeviceChoice};
+pub use generate::{
+    generate, generate_parallel, ContextLengthExceeded, DecodeBatch, Detokenizer, FinishReason,
+    GenerateRequest, Generation, SamplingParams, StopMatch, TokenEvent,
+};
+pub use model::Model;
+pub use publish::{Published, Versioned};
+pub use score::{score, token_logprobs, ScoreOptions, ScoreRequest, ScoreResult};
+pub use weights::{load_model, random_model, save_model, SaveDtype, SaveOptions};

@@ -1,0 +1,119 @@
+//! Linear layers read from and written to the Hugging Face `[out, in]` layout.
+
+use anyhow::Result;
+use burn::module::Param;
+use burn::nn::Linear;
+use burn::prelude::*;
+
+use crate::weights::{TensorExport, WeightSource};
+
+/// Transposes a row-major `[rows, cols]` matrix.
+pub(crate) fn transpose(data: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut out = vec![0f32; data.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            out[c * rows + r] = data[r * cols + c];
+        }
+    }
+    out
+}
+
+/// Builds a linear layer from `{prefix}.weight` (`[d_out, d_in]`) and, when `bias`, `{prefix}.bias`.
+pub fn load_linear<B: Backend>(
+    src: &mut dyn WeightSource,
+    prefix: &str,
+    d_in: usize,
+    d_out: usize,
+    bias: bool,
+    device: &B::Device,
+) -> Result<Linear<B>> {
+    let w = src.tensor(&format!("{prefix}.weight"), &[d_out, d_in])?;
+    // burn stores `[d_in, d_out]`.
+    let weight = Param::from_data(
+        TensorData::new(transpose(&w, d_out, d_in), [d_in, d_out]),
+        device,
+    );
+    let bias = if bias {
+        let b = src.tensor(&format!("{prefix}.bias"), &[d_out])?;
+        Some(Param::from_data(TensorData::new(b, [d_out]), device))
+    } else {
+        None
+    };
+    Ok(Linear { weight, bias })
+}
+
+/// Applies `x W + b` with the leading dimensions flattened, so the matmul is one large 2D gemm.
+pub fn linear_forward<B: Backend, const D: usize>(
+    layer: &Linear<B>,
+    x: Tensor<B, D>,
+) -> Tensor<B, D> {
+    let dims = x.dims();
+    let d_in = dims[D - 1];
+    let rows: usize = dims[..D - 1].iter().product();
+    let w = layer.weight.val();
+    let d_out = w.dims()[1];
+    let mut y = x.reshape([rows, d_in]).matmul(w);
+    if let Some(b) = &layer.bias {
+        y = y + b.val().unsqueeze::<2>();
+    }
+    let mut out = dims;
+    out[D - 1] = d_out;
+    y.reshape(out)
+}
+
+/// Writes a linear layer under HF names (`[d_out, d_in]` weight, optional bias).
+pub fn export_linear<B: Backend>(layer: &Linear<B>, prefix: &str, out: &mut Vec<TensorExport>) {
+    let w = layer.weight.val();
+    let [d_in, d_out] = w.dims();
+    let data = crate::weights::to_f32_vec(w);
+    out.push(TensorExport::new(
+        format!("{prefix}.weight"),
+        vec![d_out, d_in],
+        transpose(&data, d_in, d_out),
+    ));
+    if let Some(b) = &layer.bias {
+        out.push(TensorExport::new(
+            format!("{prefix}.bias"),
+            vec![d_out],
+            crate::weights::to_f32_vec(b.val()),
+        ));
+    }
+}
+
+/// A LoRA adapter on a linear projection: the projection computes
+/// `x W + scale · dropout(x) A B`. Only training attaches adapters; serving uses weights with the
+/// adapter merged in, so inference never pays for it.
+#[derive(Module, Debug)]
+pub struct LoraAdapter<B: Backend> {
+    /// Down projection `[d_in, rank]` (PEFT's `lora_A.weight`, transposed).
+    pub a: Param<Tensor<B, 2>>,
+    /// Up projection `[rank, d_out]` (PEFT's `lora_B.weight`, transposed).
+    pub b: Param<Tensor<B, 2>>,
+    /// `lora_alpha / rank`.
+    pub scale: f64,
+    /// Dropout probability on the adapter's input; only applied on autodiff backends.
+    pub dropout: f64,
+}
+
+/// [`linear_forward`] plus the adapter's low-rank term when `lora` is given.
+pub fn adapted_forward<B: Backend, const D: usize>(
+    layer: &Linear<B>,
+    lora: Option<&LoraAdapter<B>>,
+    x: Tensor<B, D>,
+) -> Tensor<B, D> {
+    let Some(lora) = lora else {
+        return linear_forward(layer, x);
+    };
+    let dims = x.dims();
+    let d_in = dims[D - 1];
+    let rows: usize = dims[..D - 1].iter().product();
+    let x = x.reshape([rows, d_in]);
+    let base = linear_forward(layer, x.clone());
+    let d_out = base.dims()[1];
+    let x = burn::nn::Dropout { prob: lora.dropout }.forward(x);
+    // Scaling the rank-wide activation is cheaper than scaling the output.
+    let low = x.matmul(lora.a.val()).mul_scalar(lora.scale);
+    let mut out = dims;
+    out[D - 1] = d_out;
+    (base + low.matmul(lora.b.val())).reshape(out)
+}

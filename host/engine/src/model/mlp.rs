@@ -1,0 +1,85 @@
+//! The SwiGLU feed-forward block: `down(silu(gate(x)) * up(x))`.
+
+use anyhow::Result;
+use burn::nn::Linear;
+use burn::prelude::*;
+use burn::tensor::activation::silu;
+
+use super::linear::{adapted_forward, export_linear, load_linear, LoraAdapter};
+use crate::weights::{TensorExport, WeightSource};
+
+/// SwiGLU MLP weights, named as in HF.
+#[derive(Module, Debug)]
+pub struct Mlp<B: Backend> {
+    /// Gate projection `[hidden, intermediate]`.
+    pub gate_proj: Linear<B>,
+    /// Up projection `[hidden, intermediate]`.
+    pub up_proj: Linear<B>,
+    /// Down projection `[intermediate, hidden]`.
+    pub down_proj: Linear<B>,
+    /// LoRA adapter on `gate_proj` (training only).
+    pub gate_lora: Option<LoraAdapter<B>>,
+    /// LoRA adapter on `up_proj` (training only).
+    pub up_lora: Option<LoraAdapter<B>>,
+    /// LoRA adapter on `down_proj` (training only).
+    pub down_lora: Option<LoraAdapter<B>>,
+}
+
+impl<B: Backend> Mlp<B> {
+    /// Reads `{prefix}.{gate,up,down}_proj`.
+    pub fn load(
+        src: &mut dyn WeightSource,
+        prefix: &str,
+        hidden: usize,
+        inter: usize,
+        device: &B::Device,
+    ) -> Result<Self> {
+        Ok(Mlp {
+            gate_proj: load_linear(
+                src,
+                &format!("{prefix}.gate_proj"),
+                hidden,
+                inter,
+                false,
+                device,
+            )?,
+            up_proj: load_linear(
+                src,
+                &format!("{prefix}.up_proj"),
+                hidden,
+                inter,
+                false,
+                device,
+            )?,
+            down_proj: load_linear(
+                src,
+                &format!("{prefix}.down_proj"),
+                inter,
+                hidden,
+                false,
+                device,
+            )?,
+            gate_lora: None,
+            up_lora: None,
+            down_lora: None,
+        })
+    }
+
+    /// Writes the MLP under HF names.
+    pub fn export(&self, prefix: &str, out: &mut Vec<TensorExport>) {
+        export_linear(&self.gate_proj, &format!("{prefix}.gate_proj"), out);
+        export_linear(&self.up_proj, &format!("{prefix}.up_proj"), out);
+        export_linear(&self.down_proj, &format!("{prefix}.down_proj"), out);
+    }
+
+    /// Applies the MLP to `[..., hidden]`.
+    pub fn forward<const D: usize>(&self, x: Tensor<B, D>) -> Tensor<B, D> {
+        let gate = silu(adapted_forward(
+            &self.gate_proj,
+            self.gate_lora.as_ref(),
+            x.clone(),
+        ));
+        let up = adapted_forward(&self.up_proj, self.up_lora.as_ref(), x);
+        adapted_forward(&self.down_proj, self.down_lora.as_ref(), gate * up)
+    }
+}

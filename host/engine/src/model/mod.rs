@@ -1,0 +1,251 @@
+//! The Qwen3 (and Qwen2) decoder, generic over the burn backend.
+
+pub mod attention;
+pub mod block;
+pub mod linear;
+pub mod mlp;
+pub mod norm;
+pub mod rope;
+
+use anyhow::{bail, Result};
+use burn::module::Param;
+use burn::nn::{Embedding, Linear, RmsNorm};
+use burn::prelude::*;
+
+use crate::config::ModelConfig;
+use crate::generate::kv_cache::KvCache;
+use crate::weights::{to_f32_vec, TensorExport, WeightSource};
+use attention::AttnContext;
+use block::DecoderLayer;
+use linear::{export_linear, linear_forward, load_linear};
+use norm::{export_rms_norm, load_rms_norm};
+use rope::{Rope, RopeTables};
+
+/// The decoder stack (`model.*` in HF names).
+#[derive(Module, Debug)]
+pub struct Backbone<B: Backend> {
+    /// Token embeddings `[vocab, hidden]`; `None` when tied to the head (see [`Model::lm_head`]).
+    pub embed_tokens: Option<Embedding<B>>,
+    /// Decoder layers.
+    pub layers: Vec<DecoderLayer<B>>,
+    /// Final norm.
+    pub norm: RmsNorm<B>,
+}
+
+/// A complete model: backbone plus a language-model head or a classification head.
+#[derive(Module, Debug)]
+pub struct Model<B: Backend> {
+    /// The decoder stack.
+    pub model: Backbone<B>,
+    /// Language-model head `[hidden, vocab]`. With tied embeddings this is the only copy of the
+    /// embedding matrix: rows are looked up from its columns. Stored head-side because the head
+    /// matmul runs every decode step and is about twice as fast on a contiguous `[hidden, vocab]`
+    /// matrix as on the transpose of `[vocab, hidden]`. `None` for classifiers.
+    pub lm_head: Option<Linear<B>>,
+    /// Classification head `[hidden, num_labels]` (sequence classifiers only).
+    pub score: Option<Linear<B>>,
+    /// The configuration the weights were built for.
+    #[module(skip)]
+    pub config: ModelConfig,
+    /// RoPE frequencies.
+    #[module(skip)]
+    pub rope: Rope,
+}
+
+impl<B: Backend> Model<B> {
+    /// Builds the model, reading every tensor the configuration calls for from `src`.
+    pub fn from_source(
+        config: ModelConfig,
+        src: &mut dyn WeightSource,
+        device: &B::Device,
+    ) -> Result<Self> {
+        config
+            .validate()
+            .map_err(|e| anyhow::anyhow!("invalid model config: {e}"))?;
+        let (v, d) = (config.vocab_size, config.hidden_size);
+        let classifier = config.architecture.is_classifier();
+        let tied = config.tie_word_embeddings && !classifier;
+        let (embed_tokens, tied_head) = if tied {
+            // HF's `[vocab, hidden]` embedding is exactly a Linear(hidden -> vocab) weight.
+            (
+                None,
+                Some(load_linear(src, "model.embed_tokens", d, v, false, device)?),
+            )
+        } else {
+            let emb = src.tensor("model.embed_tokens.weight", &[v, d])?;
+            let weight = Param::from_data(TensorData::new(emb, [v, d]), device);
+            (Some(Embedding { weight }), None)
+        };
+        let layers = (0..config.num_hidden_layers)
+            .map(|i| DecoderLayer::load(src, i, &config, device))
+            .collect::<Result<Vec<_>>>()?;
+        let norm = load_rms_norm(src, "model.norm", d, config.rms_norm_eps, device)?;
+        let (lm_head, score) = if classifier {
+            let score = load_linear(src, "score", d, config.num_labels, false, device)?;
+            (None, Some(score))
+        } else if tied {
+            (tied_head, None)
+        } else {
+            (
+                Some(load_linear(src, "lm_head", d, v, false, device)?),
+                None,
+            )
+        };
+        let rope = Rope::new(config.rope_theta, config.head_dim);
+        Ok(Model {
+            model: Backbone {
+                embed_tokens,
+                layers,
+                norm,
+            },
+            lm_head,
+            score,
+            config,
+            rope,
+        })
+    }
+
+    /// Every tensor under its HF name and layout (what a checkpoint of this model holds).
+    pub fn export(&self) -> Vec<TensorExport> {
+        let mut out = Vec::new();
+        match (&self.model.embed_tokens, &self.lm_head) {
+            (Some(e), _) => {
+                let w = e.weight.val();
+                let dims = w.dims().to_vec();
+                out.push(TensorExport::new(
+                    "model.embed_tokens.weight".into(),
+                    dims,
+                    to_f32_vec(w),
+                ));
+            }
+            // Tied: the head's `[vocab, hidden]` HF form is the embedding; HF files omit lm_head.
+            (None, Some(h)) => export_linear(h, "model.embed_tokens", &mut out),
+            (None, None) => unreachable!("a model has an embedding or a tied head"),
+        }
+        for (i, layer) in self.model.layers.iter().enumerate() {
+            layer.export(i, &mut out);
+        }
+        export_rms_norm(&self.model.norm, "model.norm", &mut out);
+        if let (Some(h), Some(_)) = (&self.lm_head, &self.model.embed_tokens) {
+            export_linear(h, "lm_head", &mut out);
+        }
+        if let Some(h) = &self.score {
+            export_linear(h, "score", &mut out);
+        }
+        out
+    }
+
+    /// Token embeddings `[batch, seq, hidden]`.
+    pub fn embed(&self, tokens: Tensor<B, 2, Int>) -> Tensor<B, 3> {
+        match (&self.model.embed_tokens, &self.lm_head) {
+            (Some(e), _) => e.forward(tokens),
+            (None, Some(h)) => {
+                let [b, s] = tokens.dims();
+                let w = h.weight.val();
+                let d = w.dims()[0];
+                // Columns of the `[hidden, vocab]` head are the embedding rows.
+                w.select(1, tokens.reshape([b * s]))
+                    .transpose()
+                    .reshape([b, s, d])
+            }
+            (None, None) => unreachable!("a model has an embedding or a tied head"),
+        }
+    }
+
+    /// The device the weights live on.
+    pub fn device(&self) -> B::Device {
+        self.model.norm.gamma.val().device()
+    }
+
+    /// An empty KV cache for this model's layers.
+    pub fn new_cache(&self) -> KvCache<B> {
+        KvCache::new(self.model.layers.len())
+    }
+
+    /// Final hidden states `[batch, seq, hidden]` of `tokens`, appended to `cache` when given.
+    pub fn hidden(
+        &self,
+        tokens: Tensor<B, 2, Int>,
+        ctx: &AttnContext<B>,
+        mut cache: Option<&mut KvCache<B>>,
+    ) -> Tensor<B, 3> {
+        let mut x = self.embed(tokens);
+        for (i, layer) in self.model.layers.iter().enumerate() {
+            let layer_cache = cache.as_deref_mut().map(|c| c.layer_mut(i));
+            x = layer.forward(x, ctx, layer_cache);
+        }
+        if let Some(c) = cache {
+            c.advance(x.dims()[1]);
+        }
+        self.model.norm.forward(x)
+    }
+
+    /// RoPE tables for `positions` (row-major `[batch][seq]`) sized for this model's heads.
+    pub fn rope_tables(
+        &self,
+        positions: &[usize],
+        batch: usize,
+        seq: usize,
+        device: &B::Device,
+    ) -> RopeTables<B> {
+        let heads = (
+            self.config.num_attention_heads,
+            self.config.num_key_value_heads,
+        );
+        self.rope.tables(positions, batch, seq, heads, device)
+    }
+
+    /// RoPE tables for positions `0..seq` in every row.
+    pub fn rope_from_zero(&self, batch: usize, seq: usize, device: &B::Device) -> RopeTables<B> {
+        let heads = (
+            self.config.num_attention_heads,
+            self.config.num_key_value_heads,
+        );
+        self.rope.tables_from_zero(batch, seq, heads, device)
+    }
+
+    /// Hidden states of a full sequence from position 0 with no cache (training, scoring).
+    pub fn hidden_full(&self, tokens: Tensor<B, 2, Int>) -> Tensor<B, 3> {
+        let [b, s] = tokens.dims();
+        let ctx = AttnContext {
+            rope: self.rope_from_zero(b, s, &tokens.device()),
+            key_mask: None,
+        };
+        self.hidden(tokens, &ctx, None)
+    }
+
+    /// Language-model logits for rows of hidden states: `[n, hidden]` -> `[n, vocab]`.
+    ///
+    /// # Panics
+    /// On a sequence classifier (it has no language-model head).
+    pub fn lm_logits(&self, hidden: Tensor<B, 2>) -> Tensor<B, 2> {
+        let head = self
+            .lm_head
+            .as_ref()
+            .expect("a causal LM has a language-model head");
+        linear_forward(head, hidden)
+    }
+
+    /// Full-sequence logits `[batch, seq, vocab]` (no cache, positions from 0).
+    pub fn forward(&self, tokens: Tensor<B, 2, Int>) -> Result<Tensor<B, 3>> {
+        if self.score.is_some() {
+            bail!("forward: a sequence classifier has no language-model head; use classify");
+        }
+        let h = self.hidden_full(tokens);
+        let [b, s, d] = h.dims();
+        Ok(self
+            .lm_logits(h.reshape([b * s, d]))
+            .reshape([b, s, self.config.vocab_size]))
+    }
+
+    /// Classification logits for rows of hidden states: `[n, hidden]` -> `[n, num_labels]`.
+    pub fn score_logits(&self, hidden: Tensor<B, 2>) -> Result<Tensor<B, 2>> {
+        match &self.score {
+            Some(h) => Ok(linear_forward(h, hidden)),
+            None => bail!(
+                "{} has no classification head",
+                self.config.architecture.name()
+            ),
+        }
+    }
+}

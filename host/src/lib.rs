@@ -11,4 +11,5 @@ pub mod data;
 pub mod judge;
 pub mod metrics;
 pub mod plugin;
+pub mod policy;
 pub mod serve;

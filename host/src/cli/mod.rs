@@ -3,6 +3,8 @@
 
 mod buffer_cmd;
 mod config_cmd;
+pub mod model_cmd;
+pub mod serve_cmd;
 pub mod flags;
 mod plugins;
 
@@ -34,6 +36,60 @@ pub enum Command {
     },
     /// Print the fully resolved run configuration, each value annotated with its source.
     Config(flags::RunFlags),
+    /// Write a randomly initialised model directory (config, safetensors, tokenizer).
+    InitModel {
+        /// The architecture.
+        #[arg(long, default_value = "qwen3")]
+        arch: String,
+        /// The size: tiny (about 1M parameters) or small (about 4M).
+        #[arg(long, default_value = "tiny")]
+        preset: String,
+        /// The directory to write.
+        #[arg(long)]
+        out: PathBuf,
+        /// Use this tokenizer (a directory with tokenizer.json, or the file).
+        #[arg(long)]
+        tokenizer: Option<PathBuf>,
+        /// Train a byte-level BPE tokenizer on these text files.
+        #[arg(long, num_args = 1..)]
+        train_text: Vec<PathBuf>,
+        /// Vocabulary size of a trained tokenizer (an upper bound).
+        #[arg(long, default_value_t = 2048)]
+        vocab_size: usize,
+        /// Seed of the weights.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
+    /// Complete one prompt; with --json, also the prompt ids, sampled ids and logprobs.
+    Generate {
+        /// The model directory.
+        #[arg(long, env = "MODEL_PATH")]
+        model_path: PathBuf,
+        /// The user message (or raw text with --raw).
+        #[arg(long)]
+        prompt: String,
+        /// Feed the prompt as raw text instead of through the chat template.
+        #[arg(long)]
+        raw: bool,
+        /// Print JSON with token ids and logprobs.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        sample: SampleFlags,
+    },
+    /// Talk to a model in the terminal.
+    Chat {
+        /// The model directory.
+        #[arg(long, env = "MODEL_PATH")]
+        model_path: PathBuf,
+        /// A system message.
+        #[arg(long)]
+        system: Option<String>,
+        #[command(flatten)]
+        sample: SampleFlags,
+    },
+    /// Serve the OpenAI-compatible API and record every main turn (no training).
+    Serve(flags::RunFlags),
     /// Read the durable buffer of recorded turns.
     Buffer {
         /// The buffer command.
@@ -90,6 +146,38 @@ pub enum PluginsCommand {
     },
 }
 
+/// Sampling flags of `generate` and `chat`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SampleFlags {
+    /// Temperature (0: greedy).
+    #[arg(long, default_value_t = 1.0)]
+    pub temperature: f32,
+    /// Nucleus mass.
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    /// Keep the k most likely tokens (0: all).
+    #[arg(long, default_value_t = 0)]
+    pub top_k: usize,
+    /// Most new tokens.
+    #[arg(long, default_value_t = 256)]
+    pub max_tokens: usize,
+    /// Seed: the same seed gives the same output.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl SampleFlags {
+    fn args(&self) -> model_cmd::SampleArgs {
+        model_cmd::SampleArgs {
+            temperature: self.temperature,
+            top_p: self.top_p,
+            top_k: self.top_k,
+            max_tokens: self.max_tokens,
+            seed: self.seed,
+        }
+    }
+}
+
 fn parse_kind(s: &str) -> Result<PluginKind, String> {
     s.parse()
 }
@@ -100,5 +188,37 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Plugins { command } => plugins::run(command),
         Command::Config(flags) => config_cmd::run(&flags),
         Command::Buffer { command } => buffer_cmd::run(command),
+        Command::InitModel {
+            arch,
+            preset,
+            out,
+            tokenizer,
+            train_text,
+            vocab_size,
+            seed,
+        } => {
+            model_cmd::init_model(&arch, &preset, &out, tokenizer.as_deref(), &train_text, vocab_size, seed)?;
+            println!("wrote a {preset} {arch} model to {}", out.display());
+            Ok(0)
+        }
+        Command::Generate {
+            model_path,
+            prompt,
+            raw,
+            json,
+            sample,
+        } => {
+            model_cmd::generate(&model_path, &prompt, raw, &sample.args(), json)?;
+            Ok(0)
+        }
+        Command::Chat {
+            model_path,
+            system,
+            sample,
+        } => {
+            model_cmd::chat(&model_path, system.as_deref(), &sample.args())?;
+            Ok(0)
+        }
+        Command::Serve(flags) => serve_cmd::run(&flags),
     }
 }

@@ -1,5 +1,8 @@
-//! Collection: sessions, main and side turns, next states.
+//! Collection: sessions, main and side turns, next states, and the recorder that makes them
+//! durable before anything else sees them.
 
+pub mod recorder;
 pub mod sessions;
 
+pub use recorder::{CollectEvent, Recorder};
 pub use sessions::{Assignment, Closed, SessionHints, SessionTracker, TrackerOptions};

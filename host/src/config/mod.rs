@@ -36,6 +36,12 @@ pub struct RunConfig {
     pub port: u16,
     pub api_key: String,
     pub served_model_name: String,
+    pub enable_rl_intercept: bool,
+    pub max_body_bytes: u64,
+    pub max_batch_size: u32,
+    pub max_inflight: u32,
+    pub default_max_tokens: u32,
+    pub max_sessions: u32,
     pub default_turn_type: String,
     pub session_idle_timeout: u64,
     pub rl_buffer_dir: String,
@@ -179,6 +185,15 @@ const RULES: &[Rule] = &[
     }),
     ("keep_checkpoints", |c| {
         (c.keep_checkpoints == 0).then(|| "must be at least 1".into())
+    }),
+    ("max_batch_size", |c| (c.max_batch_size == 0).then(|| "must be at least 1".into())),
+    ("max_inflight", |c| (c.max_inflight == 0).then(|| "must be at least 1".into())),
+    ("default_max_tokens", |c| {
+        (c.default_max_tokens == 0).then(|| "must be at least 1".into())
+    }),
+    ("max_sessions", |c| (c.max_sessions == 0).then(|| "must be at least 1".into())),
+    ("max_body_bytes", |c| {
+        (c.max_body_bytes < 1024).then(|| "must be at least 1024".into())
     }),
 ];
 

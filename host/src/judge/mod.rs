@@ -2,5 +2,6 @@
 
 pub mod endpoint;
 pub mod pool;
+pub mod rule;
 
 pub use endpoint::{EndpointJudge, EndpointOptions};

@@ -1,0 +1,474 @@
+//! The HTTP server: `/v1/chat/completions` (true token streaming, tools), `/v1/models`,
+//! `/healthz`, `/metrics`. Every main turn is recorded with its exact tokens, logprobs and
+//! weight version before the client sees the end of the response.
+
+use super::protocol::{self, ApiError, ChatRequest};
+use super::text::TextPipeline;
+use crate::collect::{Recorder, SessionTracker};
+use crate::data::messages::from_json;
+use crate::metrics::Metrics;
+use crate::policy::{GenEvent, PolicyEngine};
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use burn::prelude::Backend;
+use openclaw_chat::{OutputParser, ParseEvent, ParserOptions};
+use openclaw_engine::{Model, SamplingParams};
+use openclaw_plugin_api::{Turn, TurnType};
+use serde_json::{json, Value};
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+/// Settings of the server.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// The model id clients use (`default` is accepted too).
+    pub served_model_name: String,
+    /// Bearer key required when not empty.
+    pub api_key: String,
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// Completion budget when the request gives none.
+    pub default_max_tokens: u32,
+    /// Default sampling temperature.
+    pub default_temperature: f32,
+    /// Record turns for training (`--enable-rl-intercept`); sessions are tracked either way.
+    pub record_turns: bool,
+}
+
+/// What the handlers share.
+pub struct App<B: Backend> {
+    /// The served model.
+    pub engine: Arc<PolicyEngine<B>>,
+    /// Session tracking.
+    pub sessions: Arc<Mutex<SessionTracker>>,
+    /// Where turns go.
+    pub recorder: Recorder,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Settings.
+    pub opts: ServerOptions,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(self.body())).into_response()
+    }
+}
+
+/// The router.
+pub fn router<B: Backend>(app: Arc<App<B>>) -> Router
+where
+    Model<B>: Send + Sync,
+{
+    let limit = app.opts.max_body_bytes;
+    Router::new()
+        .route("/v1/chat/completions", post(chat::<B>))
+        .route("/v1/models", get(models::<B>))
+        .route("/healthz", get(health::<B>))
+        .route("/metrics", get(metrics::<B>))
+        .fallback(|| async {
+            ApiError {
+                status: StatusCode::NOT_FOUND,
+                message: "Unknown endpoint.".into(),
+                kind: "invalid_request_error",
+                param: None,
+                code: Some("unknown_url"),
+            }
+        })
+        // The body limit is checked by the handler, so the answer is OpenAI-shaped.
+        .layer(DefaultBodyLimit::max(limit.saturating_add(1)))
+        .with_state(app)
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+fn authorize<B: Backend>(app: &App<B>, headers: &HeaderMap) -> Result<(), ApiError> {
+    if app.opts.api_key.is_empty() {
+        return Ok(());
+    }
+    match headers.get("authorization").and_then(|v| v.to_str().ok()) {
+        None => Err(ApiError::unauthorized("Missing bearer token (Authorization: Bearer <key>).")),
+        Some(v) if v.strip_prefix("Bearer ").map(str::trim) == Some(app.opts.api_key.as_str()) => Ok(()),
+        Some(_) => Err(ApiError::unauthorized("Incorrect API key provided.")),
+    }
+}
+
+async fn health<B: Backend>(State(app): State<Arc<App<B>>>) -> Json<Value>
+where
+    Model<B>: Send + Sync,
+{
+    Json(json!({"ok": true, "weight_version": app.engine.weights.version()}))
+}
+
+async fn metrics<B: Backend>(State(app): State<Arc<App<B>>>) -> Response
+where
+    Model<B>: Send + Sync,
+{
+    app.metrics.weight_version.set(app.engine.weights.version() as i64);
+    (
+        [("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        app.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn models<B: Backend>(State(app): State<Arc<App<B>>>, headers: HeaderMap) -> Response
+where
+    Model<B>: Send + Sync,
+{
+    if let Err(e) = authorize(&app, &headers) {
+        return e.into_response();
+    }
+    Json(json!({"object": "list", "data": [{
+        "id": app.opts.served_model_name,
+        "object": "model",
+        "created": now(),
+        "owned_by": "openclaw-host",
+        "max_model_len": app.engine.context(),
+    }]}))
+    .into_response()
+}
+
+fn count(app_metrics: &Metrics, status: StatusCode) {
+    app_metrics
+        .requests
+        .get_or_create(&vec![
+            ("endpoint".to_string(), "chat".to_string()),
+            ("status".to_string(), status.as_u16().to_string()),
+        ])
+        .inc();
+}
+
+async fn chat<B: Backend>(State(app): State<Arc<App<B>>>, headers: HeaderMap, body: Result<Bytes, axum::extract::rejection::BytesRejection>) -> Response
+where
+    Model<B>: Send + Sync,
+{
+    let started = Instant::now();
+    let result = chat_inner(app.clone(), headers, body, started).await;
+    match result {
+        Ok(r) => r,
+        Err(e) => {
+            count(&app.metrics, e.status);
+            e.into_response()
+        }
+    }
+}
+
+/// Everything a request carries to the end of its generation.
+struct Turnkeeper {
+    request: ChatRequest,
+    assignment: crate::collect::Assignment,
+    prompt_ids: Vec<u32>,
+    id: String,
+    created: u64,
+}
+
+async fn chat_inner<B: Backend>(
+    app: Arc<App<B>>,
+    headers: HeaderMap,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+    started: Instant,
+) -> Result<Response, ApiError>
+where
+    Model<B>: Send + Sync,
+{
+    authorize(&app, &headers)?;
+    let body = body.map_err(|e| {
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::too_large(app.opts.max_body_bytes)
+        } else {
+            ApiError::invalid(format!("Cannot read the request body: {e}"), None)
+        }
+    })?;
+    if body.len() > app.opts.max_body_bytes {
+        return Err(ApiError::too_large(app.opts.max_body_bytes));
+    }
+    let request = protocol::parse(&body, &headers)?;
+    if let Some(m) = &request.model {
+        if m != &app.opts.served_model_name && m != "default" {
+            return Err(ApiError::model_not_found(m));
+        }
+    }
+    // Rendering and tokenizing a long prompt is CPU work: off the async threads.
+    let engine = app.engine.clone();
+    let (messages, tools) = (request.messages.clone(), request.tools.clone());
+    let prompt = tokio::task::spawn_blocking(move || engine.prompt(&messages, tools.as_ref(), true))
+        .await
+        .map_err(|e| ApiError::internal(format!("prompt rendering stopped: {e}")))?
+        .map_err(|e| ApiError::invalid(format!("{e:#}"), Some("messages")))?;
+    let context = app.engine.context();
+    if prompt.ids.len() >= context {
+        return Err(ApiError::context_length(context, prompt.ids.len()));
+    }
+    let room = (context - prompt.ids.len()) as u32;
+    let max_tokens = request.max_tokens.unwrap_or(app.opts.default_max_tokens).min(room).max(1);
+    let sampling = SamplingParams {
+        temperature: request.temperature.unwrap_or(app.opts.default_temperature),
+        top_k: request.top_k.unwrap_or(0) as usize,
+        top_p: request.top_p.unwrap_or(1.0),
+    };
+    let seed = request.seed.unwrap_or_else(rand::random);
+    let gen_request = app.engine.request(prompt.ids.clone(), sampling, max_tokens as usize, request.stop.clone(), seed);
+
+    // The session and turn, and the previous turn's next state, recorded before generation.
+    let (assignment, closed) = {
+        let mut t = app.sessions.lock().map_err(|_| ApiError::internal("session table poisoned"))?;
+        t.on_request(&request.hints, &request.messages, Instant::now())
+    };
+    for c in closed.iter().filter(|_| app.opts.record_turns) {
+        app.recorder
+            .closed(&c.session_id, c.reason, c.open_turn)
+            .map_err(|e| ApiError::internal(format!("cannot record: {e:#}")))?;
+    }
+    if let Some((turn, ns)) = assignment.next_state.as_ref().filter(|_| app.opts.record_turns) {
+        app.recorder
+            .next_state(&assignment.session_id, *turn, ns.clone())
+            .map_err(|e| ApiError::internal(format!("cannot record: {e:#}")))?;
+    }
+
+    let rx = app
+        .engine
+        .scheduler
+        .submit(gen_request)
+        .map_err(|_| ApiError::busy("The server is at capacity; retry shortly."))?;
+    app.metrics.inflight_requests.inc();
+    let parser = OutputParser::new(ParserOptions {
+        parse_tool_calls: request.tools.is_some(),
+        ..ParserOptions::for_prompt(&prompt.text)
+    });
+    let pipeline = TextPipeline::new(app.engine.tokenizer.incremental_decoder(true), &request.stop, parser);
+    let keeper = Turnkeeper {
+        assignment,
+        prompt_ids: prompt.ids,
+        id: format!("chatcmpl-{:016x}", rand::random::<u64>()),
+        created: now(),
+        request,
+    };
+    if keeper.request.stream {
+        let (tx, out) = mpsc::channel::<Result<Event, Infallible>>(64);
+        tokio::spawn(stream_task(app.clone(), keeper, rx, pipeline, tx, started));
+        count(&app.metrics, StatusCode::OK);
+        Ok(Sse::new(ReceiverStream::new(out))
+            .keep_alive(KeepAlive::default())
+            .into_response())
+    } else {
+        let r = collect(app.clone(), keeper, rx, pipeline, started).await;
+        app.metrics.inflight_requests.dec();
+        let r = r?;
+        count(&app.metrics, StatusCode::OK);
+        Ok(Json(r).into_response())
+    }
+}
+
+fn finish_reason(stopped_by_string: bool, g: &openclaw_engine::Generation, tool_calls: bool) -> &'static str {
+    if tool_calls {
+        "tool_calls"
+    } else if stopped_by_string {
+        "stop"
+    } else {
+        g.finish_reason.as_str()
+    }
+}
+
+fn assistant_json(m: &openclaw_chat::ParsedMessage) -> Value {
+    let mut v = json!({"role": "assistant", "content": if m.content.is_empty() && !m.tool_calls.is_empty() { Value::Null } else { Value::String(m.content.clone()) }});
+    if !m.reasoning_content.is_empty() {
+        v["reasoning_content"] = json!(m.reasoning_content);
+    }
+    if !m.tool_calls.is_empty() {
+        v["tool_calls"] = Value::Array(
+            m.tool_calls
+                .iter()
+                .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+                .collect(),
+        );
+    }
+    v
+}
+
+/// Records the finished turn (durably) and tells session tracking about the reply.
+fn record<B: Backend>(app: &App<B>, k: &Turnkeeper, g: &openclaw_engine::Generation, reply: &Value) -> Result<(), ApiError>
+where
+    Model<B>: Send + Sync,
+{
+    if let Ok(mut t) = app.sessions.lock() {
+        t.on_response(&k.assignment, &k.request.messages, reply, Instant::now());
+        if k.request.hints.done {
+            if let Some(c) = t.close(&k.assignment.session_id, "done") {
+                drop(t);
+                app.recorder
+                    .closed(&c.session_id, c.reason, c.open_turn)
+                    .map_err(|e| ApiError::internal(format!("cannot record: {e:#}")))?;
+            }
+        }
+    }
+    if !app.opts.record_turns {
+        return Ok(());
+    }
+    let prompt_messages = k
+        .request
+        .messages
+        .iter()
+        .map(|m| from_json(m, "user"))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(ApiError::internal)?;
+    let turn = Turn {
+        session_id: k.assignment.session_id.as_str().into(),
+        turn_index: k.assignment.turn_index,
+        turn_type: k.assignment.turn_type,
+        prompt_messages: prompt_messages.into(),
+        tools_json: k.request.tools.as_ref().map(|t| t.to_string()).unwrap_or_default().into(),
+        response: from_json(reply, "assistant").map_err(ApiError::internal)?,
+        prompt_ids: k.prompt_ids.clone().into(),
+        response_ids: g.token_ids.clone().into(),
+        response_logprobs: g.logprobs.clone().into(),
+        weight_version: g.weight_version,
+        next_state: None.into(),
+        trainable: k.assignment.turn_type == TurnType::Main,
+    };
+    app.recorder
+        .turn(turn)
+        .map_err(|e| ApiError::internal(format!("cannot record the turn: {e:#}")))?;
+    Ok(())
+}
+
+fn usage(k: &Turnkeeper, g: &openclaw_engine::Generation) -> Value {
+    json!({"prompt_tokens": k.prompt_ids.len(), "completion_tokens": g.token_ids.len(), "total_tokens": k.prompt_ids.len() + g.token_ids.len()})
+}
+
+async fn collect<B: Backend>(
+    app: Arc<App<B>>,
+    k: Turnkeeper,
+    mut rx: mpsc::UnboundedReceiver<GenEvent>,
+    mut pipeline: TextPipeline,
+    started: Instant,
+) -> Result<Value, ApiError>
+where
+    Model<B>: Send + Sync,
+{
+    let mut first = true;
+    while let Some(ev) = rx.recv().await {
+        match ev {
+            GenEvent::Started { .. } => {}
+            GenEvent::Token { id, .. } => {
+                if first {
+                    app.metrics.ttft_seconds.observe(started.elapsed().as_secs_f64());
+                    first = false;
+                }
+                pipeline.token(id);
+            }
+            GenEvent::Failed(e) => return Err(ApiError::invalid(e, Some("messages"))),
+            GenEvent::Done(g) => {
+                pipeline.finish();
+                let m = pipeline.message().clone();
+                let reply = assistant_json(&m);
+                record(&app, &k, &g, &reply)?;
+                app.metrics.request_seconds.observe(started.elapsed().as_secs_f64());
+                return Ok(json!({
+                    "id": k.id,
+                    "object": "chat.completion",
+                    "created": k.created,
+                    "model": app.opts.served_model_name,
+                    "choices": [{"index": 0, "message": reply, "finish_reason": finish_reason(pipeline.stopped(), &g, !m.tool_calls.is_empty()), "logprobs": Value::Null}],
+                    "usage": usage(&k, &g),
+                    "session_id": k.assignment.session_id,
+                }));
+            }
+        }
+    }
+    Err(ApiError::internal("generation stopped before the end"))
+}
+
+fn chunk<B: Backend>(app: &App<B>, k: &Turnkeeper, delta: Value, finish: Option<&str>) -> Event {
+    let body = json!({
+        "id": k.id,
+        "object": "chat.completion.chunk",
+        "created": k.created,
+        "model": app.opts.served_model_name,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": Value::Null}],
+    });
+    Event::default().data(body.to_string())
+}
+
+async fn stream_task<B: Backend>(
+    app: Arc<App<B>>,
+    k: Turnkeeper,
+    mut rx: mpsc::UnboundedReceiver<GenEvent>,
+    mut pipeline: TextPipeline,
+    tx: mpsc::Sender<Result<Event, Infallible>>,
+    started: Instant,
+) where
+    Model<B>: Send + Sync,
+{
+    let send = |e: Event| {
+        let tx = tx.clone();
+        async move { tx.send(Ok(e)).await.is_ok() }
+    };
+    let delta_events = |events: Vec<ParseEvent>| -> Vec<Value> {
+        events
+            .into_iter()
+            .filter_map(|e| match e {
+                ParseEvent::ContentDelta(t) if !t.is_empty() => Some(json!({"content": t})),
+                ParseEvent::ReasoningDelta(t) if !t.is_empty() => Some(json!({"reasoning_content": t})),
+                ParseEvent::ToolCall(c) => Some(json!({"tool_calls": [{"index": c.index, "id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}]})),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut open = send(chunk(&app, &k, json!({"role": "assistant", "content": ""}), None)).await;
+    let mut first = true;
+    while let Some(ev) = rx.recv().await {
+        match ev {
+            GenEvent::Started { .. } => {}
+            GenEvent::Token { id, .. } => {
+                if first {
+                    app.metrics.ttft_seconds.observe(started.elapsed().as_secs_f64());
+                    first = false;
+                }
+                for d in delta_events(pipeline.token(id)) {
+                    open = open && send(chunk(&app, &k, d, None)).await;
+                }
+                if !open {
+                    break; // the client went away: dropping `rx` stops its generation
+                }
+            }
+            GenEvent::Failed(e) => {
+                let err = ApiError::internal(e);
+                let _ = send(Event::default().data(err.body().to_string())).await;
+                break;
+            }
+            GenEvent::Done(g) => {
+                for d in delta_events(pipeline.finish()) {
+                    open = open && send(chunk(&app, &k, d, None)).await;
+                }
+                let m = pipeline.message().clone();
+                let reply = assistant_json(&m);
+                // Durable before the client sees the end of the turn.
+                if let Err(e) = record(&app, &k, &g, &reply) {
+                    let _ = send(Event::default().data(e.body().to_string())).await;
+                    break;
+                }
+                let finish = finish_reason(pipeline.stopped(), &g, !m.tool_calls.is_empty());
+                let _ = send(chunk(&app, &k, json!({}), Some(finish))).await;
+                if k.request.include_usage {
+                    let body = json!({"id": k.id, "object": "chat.completion.chunk", "created": k.created, "model": app.opts.served_model_name, "choices": [], "usage": usage(&k, &g)});
+                    let _ = send(Event::default().data(body.to_string())).await;
+                }
+                let _ = send(Event::default().data("[DONE]")).await;
+                app.metrics.request_seconds.observe(started.elapsed().as_secs_f64());
+                break;
+            }
+        }
+    }
+    app.metrics.inflight_requests.dec();
+}

@@ -1,0 +1,238 @@
+//! The server with real clients: the `openai` npm package and the Python `openai` package
+//! against `openclaw-host serve` on loopback, a real (tiny, random) model, and the durable
+//! buffer checked afterwards. `.ci/run` installs both clients first.
+
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_openclaw-host")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A tiny random model with a tokenizer trained on a little English.
+fn tiny_model(dir: &Path) -> PathBuf {
+    let text = dir.join("corpus.txt");
+    let words = "the a shark owl lives in the sea and eats fish three fruits are apple banana cherry gravity is the force that pulls objects thanks that helps list files here";
+    let corpus: String = (0..400)
+        .map(|i| {
+            let w: Vec<&str> = words.split(' ').collect();
+            (0..10).map(|j| w[(i * 7 + j * 3) % w.len()]).collect::<Vec<_>>().join(" ") + "\n"
+        })
+        .collect();
+    std::fs::write(&text, corpus).unwrap();
+    let out = dir.join("model");
+    let o = Command::new(bin())
+        .args(["init-model", "--preset", "tiny", "--vocab-size", "600", "--out"])
+        .arg(&out)
+        .arg("--train-text")
+        .arg(&text)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    out
+}
+
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(model: &Path, buffer: &Path, extra: &[&str]) -> Server {
+    let port = free_port();
+    let child = Command::new(bin())
+        .arg("serve")
+        .arg("--model-path")
+        .arg(model)
+        .args(["--port", &port.to_string(), "--rl-buffer-dir"])
+        .arg(buffer)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if ureq::get(&format!("{url}/healthz")).call().is_ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the server did not come up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Server { child, url }
+}
+
+fn export(buffer: &Path) -> Vec<Value> {
+    let o = Command::new(bin())
+        .args(["buffer", "export", "--rl-buffer-dir"])
+        .arg(buffer)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn run_client(cmd: &mut Command, server: &Server) -> Value {
+    let o = cmd
+        .env("OPENCLAW_BASE_URL", format!("{}/v1", server.url))
+        .env("OPENCLAW_API_KEY", "test-key")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        o.status.success(),
+        "{cmd:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = String::from_utf8(o.stdout).unwrap();
+    serde_json::from_str(out.lines().last().unwrap()).unwrap()
+}
+
+#[test]
+fn npm_and_python_openai_clients_work_and_every_turn_is_recorded() {
+    let clients = workspace().join("tests/clients");
+    assert!(
+        clients.join("node_modules/openai").is_dir(),
+        "the npm client is not installed: run `npm install --prefix tests/clients` (as .ci/run does)"
+    );
+    let python = std::env::var("OPENCLAW_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let buffer = tmp.path().join("rl_buffer");
+    let server = start(&model, &buffer, &["--api-key", "test-key"]);
+
+    // No key, wrong key.
+    let r = ureq::get(&format!("{}/v1/models", server.url)).config().http_status_as_error(false).build().call().unwrap();
+    assert_eq!(r.status(), 401);
+
+    let js = run_client(Command::new("node").arg(clients.join("stream.mjs")), &server);
+    assert!(js["stream"]["chunks"].as_u64().unwrap() >= 3, "{js}");
+    assert!(js["first"]["usage"]["completion_tokens"].as_u64().unwrap() >= 1, "{js}");
+    assert!(["length", "stop"].contains(&js["second"]["finish_reason"].as_str().unwrap()), "{js}");
+    assert_eq!(js["error"]["status"], 404, "{js}");
+    assert_eq!(js["error"]["code"], "model_not_found", "{js}");
+
+    let py = run_client(Command::new(&python).arg(clients.join("client.py")), &server);
+    assert!(py["plain"]["completion_tokens"].as_u64().unwrap() >= 1, "{py}");
+    assert!(py["stream"]["chunks"].as_u64().unwrap() >= 3, "{py}");
+    assert_eq!(py["models"][0], "default");
+
+    drop(server);
+    let sessions = export(&buffer);
+    // The tool round trip: one session, the tool result is the first turn's next state.
+    let tools = sessions.iter().find(|s| s["session_id"] == "tools-1").expect("the tool session");
+    let turns = tools["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 2);
+    assert_eq!(turns[0]["next_state"]["role"], "tool");
+    assert_eq!(turns[0]["next_state"]["content"], "a.txt b.txt");
+    assert_eq!(turns[1]["prompt"][3]["role"], "tool");
+    for t in turns {
+        let ids = t["response_ids"].as_array().unwrap();
+        assert_eq!(ids.len(), t["response_logprobs"].as_array().unwrap().len());
+        assert!(!ids.is_empty());
+    }
+    // The header-less conversation continued by echoing the reply is one session.
+    let owl = sessions
+        .iter()
+        .find(|s| s["turns"][0]["prompt"][0]["content"] == "Describe the owl.")
+        .expect("the owl session");
+    assert_eq!(owl["turns"].as_array().unwrap().len(), 2, "{owl}");
+    assert_eq!(owl["turns"][0]["next_state"]["content"], "Thanks, that helps a lot.");
+}
+
+#[test]
+fn bad_requests_get_the_right_answers_and_the_server_keeps_serving() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let buffer = tmp.path().join("rl_buffer");
+    let server = start(&model, &buffer, &["--max-body-bytes", "2000000"]);
+    let post = |body: &[u8]| {
+        let mut r = ureq::post(&format!("{}/v1/chat/completions", server.url))
+            .config()
+            .http_status_as_error(false)
+            .build()
+            .header("content-type", "application/json")
+            .send(body)
+            .unwrap();
+        let status = r.status().as_u16();
+        let text = r.body_mut().read_to_string().unwrap_or_default();
+        (status, serde_json::from_str::<Value>(&text).unwrap_or(Value::Null))
+    };
+    let ok = br#"{"messages":[{"role":"user","content":"hi"}],"max_tokens":3}"#;
+    let (s, v) = post(ok);
+    assert_eq!(s, 200, "{v}");
+
+    let (s, v) = post(b"{not json");
+    assert_eq!((s, v["error"]["type"].as_str()), (400, Some("invalid_request_error")));
+    let (s, v) = post(br#"{"mesages":[]}"#);
+    assert_eq!(s, 400);
+    assert_eq!(v["error"]["param"], "mesages");
+    let (s, v) = post(br#"{"model":"gpt-x","messages":[{"role":"user","content":"hi"}]}"#);
+    assert_eq!((s, v["error"]["code"].as_str()), (404, Some("model_not_found")));
+    let (s, v) = post(br#"{"messages":[{"role":"user","content":"hi"}],"session_id":"../../etc"}"#);
+    assert_eq!(s, 400, "{v}");
+    // A body over the limit: the server answers once it has read past the limit, while the
+    // client is still sending.
+    let conn = std::net::TcpStream::connect(server.url.trim_start_matches("http://")).unwrap();
+    let mut writer = conn.try_clone().unwrap();
+    let sender = std::thread::spawn(move || {
+
+        let body = format!(r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#, "a".repeat(3_000_000));
+        let head = format!("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n", body.len());
+        let _ = writer.write_all(head.as_bytes());
+        let _ = writer.write_all(body.as_bytes()); // may fail once the server has answered
+    });
+    let mut reader = conn;
+    reader.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut answer = Vec::new();
+    let _ = reader.read_to_end(&mut answer);
+    let _ = sender.join();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("request_too_large"), "{answer}");
+    // A message far longer than the model's context (1 MB of words).
+    let long = format!(r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#, "shark fish ".repeat(100_000));
+    let (s, v) = post(long.as_bytes());
+    assert_eq!((s, v["error"]["code"].as_str()), (400, Some("context_length_exceeded")), "{v}");
+
+    // A client that disconnects mid-stream.
+    let mut stream = std::net::TcpStream::connect(server.url.trim_start_matches("http://")).unwrap();
+    let body = br#"{"messages":[{"role":"user","content":"hi"}],"max_tokens":200,"stream":true}"#;
+    write!(stream, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()).unwrap();
+    stream.write_all(body).unwrap();
+    let mut first = [0u8; 64];
+    let _ = stream.read(&mut first);
+    drop(stream);
+
+    // Still serving.
+    for _ in 0..3 {
+        let (s, v) = post(ok);
+        assert_eq!(s, 200, "{v}");
+    }
+    let r = ureq::get(&format!("{}/metrics", server.url)).call().unwrap().into_body().read_to_string().unwrap();
+    assert!(r.contains("openclaw_requests_total"), "{r}");
+    assert!(r.contains("openclaw_ttft_seconds"), "{r}");
+}

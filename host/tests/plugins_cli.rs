@@ -394,11 +394,25 @@ fn config_prints_every_value_with_its_source() {
         "--plugin",
         "methods/opd",
         "--custom-rm-path",
-        "methods/binary-rl",
+        "examples/my-method",
     ]);
     assert_one_line_error(
         &o,
-        "--custom-rm-path methods/binary-rl: plugin `binary-rl` does not provide kind `reward`",
+        "--custom-rm-path examples/my-method: plugin `my-method` does not provide kind `reward`",
+    );
+    // A replacement that provides the kind takes it over.
+    let o = host(&[
+        "config",
+        "--plugin",
+        "methods/opd",
+        "--custom-rm-path",
+        "methods/binary-rl",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("reward   binary-rl 0.1.0 (methods/binary-rl, via --custom-rm-path)"),
+        "{out}"
     );
 }
 

@@ -10,7 +10,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn bin() -> &'static str {
@@ -18,7 +21,11 @@ fn bin() -> &'static str {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A tiny random model with a tokenizer trained on a little English.
@@ -28,13 +35,24 @@ fn tiny_model(dir: &Path) -> PathBuf {
     let corpus: String = (0..400)
         .map(|i| {
             let w: Vec<&str> = words.split(' ').collect();
-            (0..10).map(|j| w[(i * 7 + j * 3) % w.len()]).collect::<Vec<_>>().join(" ") + "\n"
+            (0..10)
+                .map(|j| w[(i * 7 + j * 3) % w.len()])
+                .collect::<Vec<_>>()
+                .join(" ")
+                + "\n"
         })
         .collect();
     std::fs::write(&text, corpus).unwrap();
     let out = dir.join("model");
     let o = Command::new(bin())
-        .args(["init-model", "--preset", "tiny", "--vocab-size", "600", "--out"])
+        .args([
+            "init-model",
+            "--preset",
+            "tiny",
+            "--vocab-size",
+            "600",
+            "--out",
+        ])
         .arg(&out)
         .arg("--train-text")
         .arg(&text)
@@ -125,25 +143,48 @@ fn npm_and_python_openai_clients_work_and_every_turn_is_recorded() {
     let server = start(&model, &buffer, &["--api-key", "test-key"]);
 
     // No key, wrong key.
-    let r = ureq::get(&format!("{}/v1/models", server.url)).config().http_status_as_error(false).build().call().unwrap();
+    let r = ureq::get(&format!("{}/v1/models", server.url))
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .call()
+        .unwrap();
     assert_eq!(r.status(), 401);
 
-    let js = run_client(Command::new("node").arg(clients.join("stream.mjs")), &server);
+    let js = run_client(
+        Command::new("node").arg(clients.join("stream.mjs")),
+        &server,
+    );
     assert!(js["stream"]["chunks"].as_u64().unwrap() >= 3, "{js}");
-    assert!(js["first"]["usage"]["completion_tokens"].as_u64().unwrap() >= 1, "{js}");
-    assert!(["length", "stop"].contains(&js["second"]["finish_reason"].as_str().unwrap()), "{js}");
+    assert!(
+        js["first"]["usage"]["completion_tokens"].as_u64().unwrap() >= 1,
+        "{js}"
+    );
+    assert!(
+        ["length", "stop"].contains(&js["second"]["finish_reason"].as_str().unwrap()),
+        "{js}"
+    );
     assert_eq!(js["error"]["status"], 404, "{js}");
     assert_eq!(js["error"]["code"], "model_not_found", "{js}");
 
-    let py = run_client(Command::new(&python).arg(clients.join("client.py")), &server);
-    assert!(py["plain"]["completion_tokens"].as_u64().unwrap() >= 1, "{py}");
+    let py = run_client(
+        Command::new(&python).arg(clients.join("client.py")),
+        &server,
+    );
+    assert!(
+        py["plain"]["completion_tokens"].as_u64().unwrap() >= 1,
+        "{py}"
+    );
     assert!(py["stream"]["chunks"].as_u64().unwrap() >= 3, "{py}");
     assert_eq!(py["models"][0], "default");
 
     drop(server);
     let sessions = export(&buffer);
     // The tool round trip: one session, the tool result is the first turn's next state.
-    let tools = sessions.iter().find(|s| s["session_id"] == "tools-1").expect("the tool session");
+    let tools = sessions
+        .iter()
+        .find(|s| s["session_id"] == "tools-1")
+        .expect("the tool session");
     let turns = tools["turns"].as_array().unwrap();
     assert_eq!(turns.len(), 2);
     assert_eq!(turns[0]["next_state"]["role"], "tool");
@@ -160,7 +201,10 @@ fn npm_and_python_openai_clients_work_and_every_turn_is_recorded() {
         .find(|s| s["turns"][0]["prompt"][0]["content"] == "Describe the owl.")
         .expect("the owl session");
     assert_eq!(owl["turns"].as_array().unwrap().len(), 2, "{owl}");
-    assert_eq!(owl["turns"][0]["next_state"]["content"], "Thanks, that helps a lot.");
+    assert_eq!(
+        owl["turns"][0]["next_state"]["content"],
+        "Thanks, that helps a lot."
+    );
 }
 
 #[test]
@@ -179,19 +223,28 @@ fn bad_requests_get_the_right_answers_and_the_server_keeps_serving() {
             .unwrap();
         let status = r.status().as_u16();
         let text = r.body_mut().read_to_string().unwrap_or_default();
-        (status, serde_json::from_str::<Value>(&text).unwrap_or(Value::Null))
+        (
+            status,
+            serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
+        )
     };
     let ok = br#"{"messages":[{"role":"user","content":"hi"}],"max_tokens":3}"#;
     let (s, v) = post(ok);
     assert_eq!(s, 200, "{v}");
 
     let (s, v) = post(b"{not json");
-    assert_eq!((s, v["error"]["type"].as_str()), (400, Some("invalid_request_error")));
+    assert_eq!(
+        (s, v["error"]["type"].as_str()),
+        (400, Some("invalid_request_error"))
+    );
     let (s, v) = post(br#"{"mesages":[]}"#);
     assert_eq!(s, 400);
     assert_eq!(v["error"]["param"], "mesages");
     let (s, v) = post(br#"{"model":"gpt-x","messages":[{"role":"user","content":"hi"}]}"#);
-    assert_eq!((s, v["error"]["code"].as_str()), (404, Some("model_not_found")));
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (404, Some("model_not_found"))
+    );
     let (s, v) = post(br#"{"messages":[{"role":"user","content":"hi"}],"session_id":"../../etc"}"#);
     assert_eq!(s, 400, "{v}");
     // A body over the limit: the server answers once it has read past the limit, while the
@@ -199,14 +252,18 @@ fn bad_requests_get_the_right_answers_and_the_server_keeps_serving() {
     let conn = std::net::TcpStream::connect(server.url.trim_start_matches("http://")).unwrap();
     let mut writer = conn.try_clone().unwrap();
     let sender = std::thread::spawn(move || {
-
-        let body = format!(r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#, "a".repeat(3_000_000));
+        let body = format!(
+            r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#,
+            "a".repeat(3_000_000)
+        );
         let head = format!("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n", body.len());
         let _ = writer.write_all(head.as_bytes());
         let _ = writer.write_all(body.as_bytes()); // may fail once the server has answered
     });
     let mut reader = conn;
-    reader.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    reader
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
     let mut answer = Vec::new();
     let _ = reader.read_to_end(&mut answer);
     let _ = sender.join();
@@ -214,12 +271,20 @@ fn bad_requests_get_the_right_answers_and_the_server_keeps_serving() {
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     assert!(answer.contains("request_too_large"), "{answer}");
     // A message far longer than the model's context (1 MB of words).
-    let long = format!(r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#, "shark fish ".repeat(100_000));
+    let long = format!(
+        r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#,
+        "shark fish ".repeat(100_000)
+    );
     let (s, v) = post(long.as_bytes());
-    assert_eq!((s, v["error"]["code"].as_str()), (400, Some("context_length_exceeded")), "{v}");
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (400, Some("context_length_exceeded")),
+        "{v}"
+    );
 
     // A client that disconnects mid-stream.
-    let mut stream = std::net::TcpStream::connect(server.url.trim_start_matches("http://")).unwrap();
+    let mut stream =
+        std::net::TcpStream::connect(server.url.trim_start_matches("http://")).unwrap();
     let body = br#"{"messages":[{"role":"user","content":"hi"}],"max_tokens":200,"stream":true}"#;
     write!(stream, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()).unwrap();
     stream.write_all(body).unwrap();
@@ -232,7 +297,12 @@ fn bad_requests_get_the_right_answers_and_the_server_keeps_serving() {
         let (s, v) = post(ok);
         assert_eq!(s, 200, "{v}");
     }
-    let r = ureq::get(&format!("{}/metrics", server.url)).call().unwrap().into_body().read_to_string().unwrap();
+    let r = ureq::get(&format!("{}/metrics", server.url))
+        .call()
+        .unwrap()
+        .into_body()
+        .read_to_string()
+        .unwrap();
     assert!(r.contains("openclaw_requests_total"), "{r}");
     assert!(r.contains("openclaw_ttft_seconds"), "{r}");
 }

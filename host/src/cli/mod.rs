@@ -3,10 +3,10 @@
 
 mod buffer_cmd;
 mod config_cmd;
-pub mod model_cmd;
-pub mod serve_cmd;
 pub mod flags;
+pub mod model_cmd;
 mod plugins;
+pub mod serve_cmd;
 
 use clap::{Parser, Subcommand};
 use openclaw_plugin_api::PluginKind;
@@ -87,6 +87,11 @@ pub enum Command {
         system: Option<String>,
         #[command(flatten)]
         sample: SampleFlags,
+    },
+    /// Measure this machine: `bench engine` (prefill, decode at batch 1 and 8, scoring).
+    Bench {
+        /// What to measure: engine.
+        what: String,
     },
     /// Serve the OpenAI-compatible API and record every main turn (no training).
     Serve(flags::RunFlags),
@@ -197,7 +202,15 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             vocab_size,
             seed,
         } => {
-            model_cmd::init_model(&arch, &preset, &out, tokenizer.as_deref(), &train_text, vocab_size, seed)?;
+            model_cmd::init_model(
+                &arch,
+                &preset,
+                &out,
+                tokenizer.as_deref(),
+                &train_text,
+                vocab_size,
+                seed,
+            )?;
             println!("wrote a {preset} {arch} model to {}", out.display());
             Ok(0)
         }
@@ -220,5 +233,24 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Serve(flags) => serve_cmd::run(&flags),
+        Command::Bench { what } => {
+            if what != "engine" {
+                anyhow::bail!("unknown benchmark `{what}` (known: engine)");
+            }
+            let cfg = openclaw_engine::bench::BenchConfig::default();
+            eprintln!(
+                "engine benchmark: Qwen3 vocab {}, hidden {}, {} layers, {}/{} heads; {}-token prompts, {} new tokens",
+                cfg.model.vocab_size,
+                cfg.model.hidden_size,
+                cfg.model.num_hidden_layers,
+                cfg.model.num_attention_heads,
+                cfg.model.num_key_value_heads,
+                cfg.prompt_len,
+                cfg.new_tokens
+            );
+            let report = openclaw_engine::bench::run(&cfg)?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(0)
+        }
     }
 }

@@ -4,8 +4,8 @@ use crate::policy::engine::{stop_ids, ModelFiles, TokenizerDetok};
 use anyhow::{bail, Context, Result};
 use openclaw_chat::{train_bpe, OutputParser, ParserOptions, Tokenizer};
 use openclaw_engine::{
-    random_model, save_model, CpuBackend, DecodeBatch, GenerateRequest, ModelConfig, Published, SamplingParams,
-    SaveOptions,
+    random_model, save_model, CpuBackend, DecodeBatch, GenerateRequest, ModelConfig, Published,
+    SamplingParams, SaveOptions,
 };
 use serde_json::json;
 use std::io::{BufRead, Write};
@@ -27,12 +27,23 @@ pub fn preset(name: &str, vocab: usize) -> Result<ModelConfig> {
 }
 
 /// Writes a randomly initialised model directory with a tokenizer.
-pub fn init_model(arch: &str, preset_name: &str, out: &Path, tokenizer: Option<&Path>, train_text: &[PathBuf], vocab: usize, seed: u64) -> Result<()> {
+pub fn init_model(
+    arch: &str,
+    preset_name: &str,
+    out: &Path,
+    tokenizer: Option<&Path>,
+    train_text: &[PathBuf],
+    vocab: usize,
+    seed: u64,
+) -> Result<()> {
     if arch != "qwen3" {
         bail!("unknown architecture `{arch}` (known: qwen3)");
     }
     if out.join("config.json").exists() {
-        bail!("{} already holds a model (config.json); choose another --out", out.display());
+        bail!(
+            "{} already holds a model (config.json); choose another --out",
+            out.display()
+        );
     }
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     let tok = match (tokenizer, train_text.is_empty()) {
@@ -82,15 +93,26 @@ pub struct SampleArgs {
 }
 
 /// `generate`: one completion of a chat prompt (or raw text with `raw`).
-pub fn generate(model_path: &Path, prompt: &str, raw: bool, args: &SampleArgs, as_json: bool) -> Result<()> {
+pub fn generate(
+    model_path: &Path,
+    prompt: &str,
+    raw: bool,
+    args: &SampleArgs,
+    as_json: bool,
+) -> Result<()> {
     let files = ModelFiles::<CpuBackend>::load(model_path, &Default::default())?;
     let text = if raw {
         prompt.to_string()
     } else {
         files.template.render(
-            &[serde_json::from_value(json!({"role": "user", "content": prompt}))?],
+            &[serde_json::from_value(
+                json!({"role": "user", "content": prompt}),
+            )?],
             None,
-            &openclaw_chat::RenderOptions { add_generation_prompt: true, ..Default::default() },
+            &openclaw_chat::RenderOptions {
+                add_generation_prompt: true,
+                ..Default::default()
+            },
         )?
     };
     let ids = files.tokenizer.encode(&text, false)?;
@@ -99,15 +121,23 @@ pub fn generate(model_path: &Path, prompt: &str, raw: bool, args: &SampleArgs, a
     let weights = Arc::new(Published::new(files.model, 0)).current();
     let req = GenerateRequest {
         prompt: ids,
-        sampling: SamplingParams { temperature: args.temperature, top_k: args.top_k, top_p: args.top_p },
+        sampling: SamplingParams {
+            temperature: args.temperature,
+            top_k: args.top_k,
+            top_p: args.top_p,
+        },
         max_tokens: args.max_tokens,
         stop_token_ids: stops,
         stop_strings: Vec::new(),
         seed: args.seed,
     };
-    let g = openclaw_engine::generate(weights, vec![req], Some(Arc::new(TokenizerDetok(tokenizer.clone()))))?
-        .pop()
-        .context("no generation")?;
+    let g = openclaw_engine::generate(
+        weights,
+        vec![req],
+        Some(Arc::new(TokenizerDetok(tokenizer.clone()))),
+    )?
+    .pop()
+    .context("no generation")?;
     let completion = tokenizer.decode(&g.token_ids, true)?;
     if as_json {
         println!(
@@ -140,7 +170,10 @@ pub fn chat(model_path: &Path, system: Option<&str>, args: &SampleArgs) -> Resul
     if let Some(s) = system {
         history.push(json!({"role": "system", "content": s}));
     }
-    eprintln!("chatting with {} (empty line or Ctrl-D to quit)", model_path.display());
+    eprintln!(
+        "chatting with {} (empty line or Ctrl-D to quit)",
+        model_path.display()
+    );
     let stdin = std::io::stdin();
     let mut seed = args.seed;
     loop {
@@ -155,11 +188,22 @@ pub fn chat(model_path: &Path, system: Option<&str>, args: &SampleArgs) -> Resul
             .iter()
             .map(|m| serde_json::from_value(m.clone()))
             .collect::<Result<Vec<_>, _>>()?;
-        let text = template.render(&msgs, None, &openclaw_chat::RenderOptions { add_generation_prompt: true, ..Default::default() })?;
+        let text = template.render(
+            &msgs,
+            None,
+            &openclaw_chat::RenderOptions {
+                add_generation_prompt: true,
+                ..Default::default()
+            },
+        )?;
         let ids = tokenizer.encode(&text, false)?;
         let req = GenerateRequest {
             prompt: ids,
-            sampling: SamplingParams { temperature: args.temperature, top_k: args.top_k, top_p: args.top_p },
+            sampling: SamplingParams {
+                temperature: args.temperature,
+                top_k: args.top_k,
+                top_p: args.top_p,
+            },
             max_tokens: args.max_tokens,
             stop_token_ids: stops.clone(),
             stop_strings: Vec::new(),

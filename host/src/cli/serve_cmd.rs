@@ -23,12 +23,19 @@ pub struct Served {
 }
 
 /// Builds the server's state from a resolved configuration.
-pub fn build(cfg: &RunConfig, sink: Option<std::sync::mpsc::Sender<crate::collect::CollectEvent>>, metrics: Arc<Metrics>) -> Result<Served> {
+pub fn build(
+    cfg: &RunConfig,
+    sink: Option<std::sync::mpsc::Sender<crate::collect::CollectEvent>>,
+    metrics: Arc<Metrics>,
+) -> Result<Served> {
     if cfg.model_path.is_empty() {
         bail!("no model: set MODEL_PATH or --model-path to a model directory (config.json, safetensors, tokenizer.json)");
     }
     if cfg.backend != "embedded" {
-        bail!("backend `{}` is not available in this build; use --backend embedded", cfg.backend);
+        bail!(
+            "backend `{}` is not available in this build; use --backend embedded",
+            cfg.backend
+        );
     }
     let files = ModelFiles::<CpuBackend>::load(Path::new(&cfg.model_path), &Default::default())?;
     let engine = Arc::new(PolicyEngine::start(
@@ -52,7 +59,11 @@ pub fn build(cfg: &RunConfig, sink: Option<std::sync::mpsc::Sender<crate::collec
     }
     let recorder = Recorder::new(Arc::new(log), sink);
     let sessions = Arc::new(Mutex::new(SessionTracker::new(TrackerOptions {
-        default_turn_type: if cfg.default_turn_type == "side" { TurnType::Side } else { TurnType::Main },
+        default_turn_type: if cfg.default_turn_type == "side" {
+            TurnType::Side
+        } else {
+            TurnType::Main
+        },
         idle_timeout: Duration::from_secs(cfg.session_idle_timeout),
         max_sessions: cfg.max_sessions as usize,
     })));
@@ -90,7 +101,10 @@ pub async fn serve(app: Arc<App<CpuBackend>>, host: &str, port: u16) -> Result<(
                 Err(_) => return,
             };
             for c in closed {
-                if let Err(e) = sweeper.recorder.closed(&c.session_id, c.reason, c.open_turn) {
+                if let Err(e) = sweeper
+                    .recorder
+                    .closed(&c.session_id, c.reason, c.open_turn)
+                {
                     tracing::error!("cannot record the end of session {}: {e:#}", c.session_id);
                 }
             }

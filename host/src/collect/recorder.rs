@@ -73,7 +73,12 @@ impl Recorder {
     }
 
     /// Records a turn's next state.
-    pub fn next_state(&self, session_id: &str, turn_index: u32, next_state: NextState) -> Result<()> {
+    pub fn next_state(
+        &self,
+        session_id: &str,
+        turn_index: u32,
+        next_state: NextState,
+    ) -> Result<()> {
         self.log.append(&Record::NextState {
             session_id: session_id.to_string(),
             turn_index,

@@ -186,12 +186,18 @@ const RULES: &[Rule] = &[
     ("keep_checkpoints", |c| {
         (c.keep_checkpoints == 0).then(|| "must be at least 1".into())
     }),
-    ("max_batch_size", |c| (c.max_batch_size == 0).then(|| "must be at least 1".into())),
-    ("max_inflight", |c| (c.max_inflight == 0).then(|| "must be at least 1".into())),
+    ("max_batch_size", |c| {
+        (c.max_batch_size == 0).then(|| "must be at least 1".into())
+    }),
+    ("max_inflight", |c| {
+        (c.max_inflight == 0).then(|| "must be at least 1".into())
+    }),
     ("default_max_tokens", |c| {
         (c.default_max_tokens == 0).then(|| "must be at least 1".into())
     }),
-    ("max_sessions", |c| (c.max_sessions == 0).then(|| "must be at least 1".into())),
+    ("max_sessions", |c| {
+        (c.max_sessions == 0).then(|| "must be at least 1".into())
+    }),
     ("max_body_bytes", |c| {
         (c.max_body_bytes < 1024).then(|| "must be at least 1024".into())
     }),

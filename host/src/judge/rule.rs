@@ -9,7 +9,16 @@
 use openclaw_plugin_api::host::JudgeService;
 use openclaw_plugin_api::JudgeRequest;
 
-const PRAISE: &[&str] = &["thank", "great", "perfect", "exactly what", "that helps", "nice", "awesome", "well done"];
+const PRAISE: &[&str] = &[
+    "thank",
+    "great",
+    "perfect",
+    "exactly what",
+    "that helps",
+    "nice",
+    "awesome",
+    "well done",
+];
 const CORRECTION: &[&str] = &[
     "redo",
     "rewrite",
@@ -28,8 +37,28 @@ const CORRECTION: &[&str] = &[
     "stopped in the middle",
     "that's not",
 ];
-const TOOL_ERROR: &[&str] = &["error", "failed", "traceback", "not found", "no such file", "permission denied", "exception"];
-const INSTRUCTION: &[&str] = &["please", "write", "rewrite", "redo", "use ", "don't", "do not", "no markdown", "without", "answer", "just "];
+const TOOL_ERROR: &[&str] = &[
+    "error",
+    "failed",
+    "traceback",
+    "not found",
+    "no such file",
+    "permission denied",
+    "exception",
+];
+const INSTRUCTION: &[&str] = &[
+    "please",
+    "write",
+    "rewrite",
+    "redo",
+    "use ",
+    "don't",
+    "do not",
+    "no markdown",
+    "without",
+    "answer",
+    "just ",
+];
 
 /// What the judge read from a prompt.
 #[derive(Clone, Debug, PartialEq)]
@@ -45,8 +74,15 @@ pub struct ReadPrompt {
 /// Finds the next state in a judge prompt: after the last `## Next state ... [role: X]` line,
 /// up to the instruction paragraph that follows it.
 pub fn read_prompt(req: &JudgeRequest) -> Option<ReadPrompt> {
-    let wants_hint = req.messages.iter().any(|m| m.content.contains("HINT_START"));
-    let user = req.messages.iter().rev().find(|m| m.role.as_str() == "user")?;
+    let wants_hint = req
+        .messages
+        .iter()
+        .any(|m| m.content.contains("HINT_START"));
+    let user = req
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role.as_str() == "user")?;
     let text = user.content.as_str();
     let header = text.rfind("## Next state")?;
     let rest = &text[header..];
@@ -60,11 +96,14 @@ pub fn read_prompt(req: &JudgeRequest) -> Option<ReadPrompt> {
         .trim()
         .to_string();
     let body = &rest[line_end + 1..];
-    let end = ["\n\nFirst classify the next state", "\n\nNow output your decision"]
-        .iter()
-        .filter_map(|m| body.rfind(m))
-        .min()
-        .unwrap_or(body.len());
+    let end = [
+        "\n\nFirst classify the next state",
+        "\n\nNow output your decision",
+    ]
+    .iter()
+    .filter_map(|m| body.rfind(m))
+    .min()
+    .unwrap_or(body.len());
     Some(ReadPrompt {
         wants_hint,
         role,
@@ -145,7 +184,8 @@ impl JudgeService for RuleJudge {
 mod tests {
     use super::*;
     use openclaw_plugin_api::judge::{
-        extract_hint, hint_judge_messages, majority_vote, parse_boxed_score, prm_judge_messages, JudgeInput,
+        extract_hint, hint_judge_messages, majority_vote, parse_boxed_score, prm_judge_messages,
+        JudgeInput,
     };
     use openclaw_plugin_api::SamplingParams;
 
@@ -177,7 +217,11 @@ mod tests {
             ("What about whales?", 0),
         ] {
             let out = ask(prm_judge_messages(&input("user", next)));
-            assert_eq!(parse_boxed_score(&out, &[1, -1, 0]), Some(want), "{next}: {out}");
+            assert_eq!(
+                parse_boxed_score(&out, &[1, -1, 0]),
+                Some(want),
+                "{next}: {out}"
+            );
         }
         let out = ask(prm_judge_messages(&input("tool", "a.txt b.txt")));
         assert_eq!(parse_boxed_score(&out, &[1, -1, 0]), Some(1));
@@ -188,11 +232,17 @@ mod tests {
 
     #[test]
     fn hints_are_the_users_explicit_instructions() {
-        let out = ask(hint_judge_messages(&input("user", "That's too formatted. Rewrite it in plain text, please.")));
+        let out = ask(hint_judge_messages(&input(
+            "user",
+            "That's too formatted. Rewrite it in plain text, please.",
+        )));
         assert_eq!(parse_boxed_score(&out, &[1, -1]), Some(1), "{out}");
         let h = extract_hint(&out).unwrap();
         assert!(h.contains("Rewrite it in plain text"), "{h}");
-        let out = ask(hint_judge_messages(&input("user", "Thanks, that helps a lot.")));
+        let out = ask(hint_judge_messages(&input(
+            "user",
+            "Thanks, that helps a lot.",
+        )));
         assert_eq!(parse_boxed_score(&out, &[1, -1]), Some(-1), "{out}");
         assert_eq!(extract_hint(&out), None);
     }

@@ -6,10 +6,12 @@ use crate::data::messages::to_json;
 use crate::metrics::Metrics;
 use anyhow::{Context, Result};
 use burn::prelude::Backend;
-use openclaw_chat::{ChatMessage, ChatTemplate, OutputParser, ParserOptions, RenderOptions, Tokenizer};
+use openclaw_chat::{
+    ChatMessage, ChatTemplate, OutputParser, ParserOptions, RenderOptions, Tokenizer,
+};
 use openclaw_engine::{
-    score, Detokenizer, GenerateRequest, Model, ModelConfig, Published, SamplingParams, ScoreOptions,
-    ScoreRequest,
+    score, Detokenizer, GenerateRequest, Model, ModelConfig, Published, SamplingParams,
+    ScoreOptions, ScoreRequest,
 };
 use openclaw_plugin_api::host::{Generation as AbiGeneration, PolicyService, TokenScores};
 use openclaw_plugin_api::{Message, ScoreTokens, TopKEntries};
@@ -102,7 +104,12 @@ where
     Model<B>: Send + Sync,
 {
     /// Serves `files` under weight version `version`.
-    pub fn start(files: ModelFiles<B>, version: u64, opts: SchedulerOptions, metrics: Arc<Metrics>) -> Self {
+    pub fn start(
+        files: ModelFiles<B>,
+        version: u64,
+        opts: SchedulerOptions,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         let weights = Arc::new(Published::new(files.model, version));
         let detok = Arc::new(TokenizerDetok(files.tokenizer.clone()));
         let scheduler = Scheduler::start(weights.clone(), detok.clone(), opts, metrics);
@@ -123,7 +130,12 @@ where
     }
 
     /// Renders OpenAI messages (and tools) with the chat template and tokenizes the result.
-    pub fn prompt(&self, messages: &[Value], tools: Option<&Value>, add_generation_prompt: bool) -> Result<Prompt> {
+    pub fn prompt(
+        &self,
+        messages: &[Value],
+        tools: Option<&Value>,
+        add_generation_prompt: bool,
+    ) -> Result<Prompt> {
         let msgs: Vec<ChatMessage> = messages
             .iter()
             .map(|m| serde_json::from_value(m.clone()))
@@ -142,7 +154,14 @@ where
     }
 
     /// A generation request for `prompt` with the turn's stop tokens.
-    pub fn request(&self, prompt: Vec<u32>, sampling: SamplingParams, max_tokens: usize, stop: Vec<String>, seed: u64) -> GenerateRequest {
+    pub fn request(
+        &self,
+        prompt: Vec<u32>,
+        sampling: SamplingParams,
+        max_tokens: usize,
+        stop: Vec<String>,
+        seed: u64,
+    ) -> GenerateRequest {
         GenerateRequest {
             prompt,
             sampling,
@@ -169,17 +188,30 @@ fn sampling(p: &openclaw_plugin_api::SamplingParams) -> SamplingParams {
 
 fn message_from(parsed: &openclaw_chat::ParsedMessage) -> Message {
     let v = serde_json::to_value(parsed.to_chat_message()).unwrap_or(Value::Null);
-    crate::data::messages::from_json(&v, "assistant").unwrap_or_else(|_| Message::new("assistant", &parsed.content))
+    crate::data::messages::from_json(&v, "assistant")
+        .unwrap_or_else(|_| Message::new("assistant", &parsed.content))
 }
 
 impl<B: Backend> PolicyEngine<B>
 where
     Model<B>: Send + Sync,
 {
-    fn run(&self, prompt: Vec<u32>, prompt_text: &str, params: &openclaw_plugin_api::SamplingParams, tools: bool) -> Result<AbiGeneration, String> {
+    fn run(
+        &self,
+        prompt: Vec<u32>,
+        prompt_text: &str,
+        params: &openclaw_plugin_api::SamplingParams,
+        tools: bool,
+    ) -> Result<AbiGeneration, String> {
         let seed = params.seed.into_option().unwrap_or_else(rand::random);
         let stops = params.stop.iter().map(|s| s.to_string()).collect();
-        let req = self.request(prompt, sampling(params), params.max_tokens.max(1) as usize, stops, seed);
+        let req = self.request(
+            prompt,
+            sampling(params),
+            params.max_tokens.max(1) as usize,
+            stops,
+            seed,
+        );
         let g = self.scheduler.generate_blocking(req)?;
         let text = self.text(&g.token_ids);
         let mut parser = OutputParser::new(ParserOptions {
@@ -210,18 +242,29 @@ where
     Model<B>: Send + Sync,
     B: 'static,
 {
-    fn generate(&self, prompt_ids: &[u32], params: &openclaw_plugin_api::SamplingParams) -> Result<AbiGeneration, String> {
+    fn generate(
+        &self,
+        prompt_ids: &[u32],
+        params: &openclaw_plugin_api::SamplingParams,
+    ) -> Result<AbiGeneration, String> {
         let text = self.text(prompt_ids);
         self.run(prompt_ids.to_vec(), &text, params, false)
     }
 
-    fn chat(&self, messages: &[Message], tools_json: &str, params: &openclaw_plugin_api::SamplingParams) -> Result<AbiGeneration, String> {
+    fn chat(
+        &self,
+        messages: &[Message],
+        tools_json: &str,
+        params: &openclaw_plugin_api::SamplingParams,
+    ) -> Result<AbiGeneration, String> {
         let msgs: Vec<Value> = messages.iter().map(to_json).collect();
         let tools: Option<Value> = (!tools_json.trim().is_empty())
             .then(|| serde_json::from_str(tools_json))
             .transpose()
             .map_err(|e| format!("tools are not JSON: {e}"))?;
-        let p = self.prompt(&msgs, tools.as_ref(), true).map_err(|e| format!("{e:#}"))?;
+        let p = self
+            .prompt(&msgs, tools.as_ref(), true)
+            .map_err(|e| format!("{e:#}"))?;
         self.run(p.ids, &p.text, params, tools.is_some())
     }
 
@@ -234,12 +277,21 @@ where
             sampling: SamplingParams::default(),
             top_k: k,
         };
-        let mut out = score(&weights.model, &[req], &ScoreOptions::default()).map_err(|e| format!("{e:#}"))?;
+        let mut out = score(&weights.model, &[req], &ScoreOptions::default())
+            .map_err(|e| format!("{e:#}"))?;
         let s = out.pop().ok_or("scoring returned nothing")?;
         let topk = (k > 0).then(|| TopKEntries {
             k: k as u32,
-            token_ids: s.top_logprobs.iter().flat_map(|row| row.iter().map(|(t, _)| *t)).collect(),
-            logprobs: s.top_logprobs.iter().flat_map(|row| row.iter().map(|(_, l)| *l)).collect(),
+            token_ids: s
+                .top_logprobs
+                .iter()
+                .flat_map(|row| row.iter().map(|(t, _)| *t))
+                .collect(),
+            logprobs: s
+                .top_logprobs
+                .iter()
+                .flat_map(|row| row.iter().map(|(_, l)| *l))
+                .collect(),
         });
         Ok(TokenScores {
             logprobs: s.logprobs.into(),
@@ -247,7 +299,12 @@ where
         })
     }
 
-    fn render_chat(&self, messages: &[Message], tools_json: &str, add_generation_prompt: bool) -> Result<String, String> {
+    fn render_chat(
+        &self,
+        messages: &[Message],
+        tools_json: &str,
+        add_generation_prompt: bool,
+    ) -> Result<String, String> {
         let msgs: Vec<Value> = messages.iter().map(to_json).collect();
         let tools: Option<Value> = (!tools_json.trim().is_empty())
             .then(|| serde_json::from_str(tools_json))
@@ -259,7 +316,9 @@ where
     }
 
     fn tokenize(&self, text: &str) -> Result<Vec<u32>, String> {
-        self.tokenizer.encode(text, false).map_err(|e| format!("{e:#}"))
+        self.tokenizer
+            .encode(text, false)
+            .map_err(|e| format!("{e:#}"))
     }
 
     fn weight_version(&self) -> u64 {

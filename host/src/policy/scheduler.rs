@@ -8,10 +8,8 @@
 //! stops receiving tokens; its batch is dropped when nobody listens any more.
 
 use crate::metrics::Metrics;
-use openclaw_engine::{
-    DecodeBatch, Detokenizer, GenerateRequest, Generation, Model, Published,
-};
 use burn::prelude::Backend;
+use openclaw_engine::{DecodeBatch, Detokenizer, GenerateRequest, Generation, Model, Published};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use std::sync::Arc;
@@ -198,7 +196,12 @@ fn start<B: Backend>(
                 .into_iter()
                 .map(|j| {
                     metrics.prompt_tokens.inc_by(j.request.prompt.len() as u64);
-                    let listening = j.events.send(GenEvent::Started { weight_version: version }).is_ok();
+                    let listening = j
+                        .events
+                        .send(GenEvent::Started {
+                            weight_version: version,
+                        })
+                        .is_ok();
                     RunningJob {
                         prompt: j.request.prompt,
                         tokens: Vec::new(),

@@ -89,7 +89,10 @@ where
 }
 
 fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 fn authorize<B: Backend>(app: &App<B>, headers: &HeaderMap) -> Result<(), ApiError> {
@@ -97,8 +100,12 @@ fn authorize<B: Backend>(app: &App<B>, headers: &HeaderMap) -> Result<(), ApiErr
         return Ok(());
     }
     match headers.get("authorization").and_then(|v| v.to_str().ok()) {
-        None => Err(ApiError::unauthorized("Missing bearer token (Authorization: Bearer <key>).")),
-        Some(v) if v.strip_prefix("Bearer ").map(str::trim) == Some(app.opts.api_key.as_str()) => Ok(()),
+        None => Err(ApiError::unauthorized(
+            "Missing bearer token (Authorization: Bearer <key>).",
+        )),
+        Some(v) if v.strip_prefix("Bearer ").map(str::trim) == Some(app.opts.api_key.as_str()) => {
+            Ok(())
+        }
         Some(_) => Err(ApiError::unauthorized("Incorrect API key provided.")),
     }
 }
@@ -114,9 +121,14 @@ async fn metrics<B: Backend>(State(app): State<Arc<App<B>>>) -> Response
 where
     Model<B>: Send + Sync,
 {
-    app.metrics.weight_version.set(app.engine.weights.version() as i64);
+    app.metrics
+        .weight_version
+        .set(app.engine.weights.version() as i64);
     (
-        [("content-type", "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        [(
+            "content-type",
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
         app.metrics.render(),
     )
         .into_response()
@@ -149,7 +161,11 @@ fn count(app_metrics: &Metrics, status: StatusCode) {
         .inc();
 }
 
-async fn chat<B: Backend>(State(app): State<Arc<App<B>>>, headers: HeaderMap, body: Result<Bytes, axum::extract::rejection::BytesRejection>) -> Response
+async fn chat<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    headers: HeaderMap,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Response
 where
     Model<B>: Send + Sync,
 {
@@ -202,27 +218,41 @@ where
     // Rendering and tokenizing a long prompt is CPU work: off the async threads.
     let engine = app.engine.clone();
     let (messages, tools) = (request.messages.clone(), request.tools.clone());
-    let prompt = tokio::task::spawn_blocking(move || engine.prompt(&messages, tools.as_ref(), true))
-        .await
-        .map_err(|e| ApiError::internal(format!("prompt rendering stopped: {e}")))?
-        .map_err(|e| ApiError::invalid(format!("{e:#}"), Some("messages")))?;
+    let prompt =
+        tokio::task::spawn_blocking(move || engine.prompt(&messages, tools.as_ref(), true))
+            .await
+            .map_err(|e| ApiError::internal(format!("prompt rendering stopped: {e}")))?
+            .map_err(|e| ApiError::invalid(format!("{e:#}"), Some("messages")))?;
     let context = app.engine.context();
     if prompt.ids.len() >= context {
         return Err(ApiError::context_length(context, prompt.ids.len()));
     }
     let room = (context - prompt.ids.len()) as u32;
-    let max_tokens = request.max_tokens.unwrap_or(app.opts.default_max_tokens).min(room).max(1);
+    let max_tokens = request
+        .max_tokens
+        .unwrap_or(app.opts.default_max_tokens)
+        .min(room)
+        .max(1);
     let sampling = SamplingParams {
         temperature: request.temperature.unwrap_or(app.opts.default_temperature),
         top_k: request.top_k.unwrap_or(0) as usize,
         top_p: request.top_p.unwrap_or(1.0),
     };
     let seed = request.seed.unwrap_or_else(rand::random);
-    let gen_request = app.engine.request(prompt.ids.clone(), sampling, max_tokens as usize, request.stop.clone(), seed);
+    let gen_request = app.engine.request(
+        prompt.ids.clone(),
+        sampling,
+        max_tokens as usize,
+        request.stop.clone(),
+        seed,
+    );
 
     // The session and turn, and the previous turn's next state, recorded before generation.
     let (assignment, closed) = {
-        let mut t = app.sessions.lock().map_err(|_| ApiError::internal("session table poisoned"))?;
+        let mut t = app
+            .sessions
+            .lock()
+            .map_err(|_| ApiError::internal("session table poisoned"))?;
         t.on_request(&request.hints, &request.messages, Instant::now())
     };
     for c in closed.iter().filter(|_| app.opts.record_turns) {
@@ -230,7 +260,11 @@ where
             .closed(&c.session_id, c.reason, c.open_turn)
             .map_err(|e| ApiError::internal(format!("cannot record: {e:#}")))?;
     }
-    if let Some((turn, ns)) = assignment.next_state.as_ref().filter(|_| app.opts.record_turns) {
+    if let Some((turn, ns)) = assignment
+        .next_state
+        .as_ref()
+        .filter(|_| app.opts.record_turns)
+    {
         app.recorder
             .next_state(&assignment.session_id, *turn, ns.clone())
             .map_err(|e| ApiError::internal(format!("cannot record: {e:#}")))?;
@@ -246,7 +280,11 @@ where
         parse_tool_calls: request.tools.is_some(),
         ..ParserOptions::for_prompt(&prompt.text)
     });
-    let pipeline = TextPipeline::new(app.engine.tokenizer.incremental_decoder(true), &request.stop, parser);
+    let pipeline = TextPipeline::new(
+        app.engine.tokenizer.incremental_decoder(true),
+        &request.stop,
+        parser,
+    );
     let keeper = Turnkeeper {
         assignment,
         prompt_ids: prompt.ids,
@@ -270,7 +308,11 @@ where
     }
 }
 
-fn finish_reason(stopped_by_string: bool, g: &openclaw_engine::Generation, tool_calls: bool) -> &'static str {
+fn finish_reason(
+    stopped_by_string: bool,
+    g: &openclaw_engine::Generation,
+    tool_calls: bool,
+) -> &'static str {
     if tool_calls {
         "tool_calls"
     } else if stopped_by_string {
@@ -297,7 +339,12 @@ fn assistant_json(m: &openclaw_chat::ParsedMessage) -> Value {
 }
 
 /// Records the finished turn (durably) and tells session tracking about the reply.
-fn record<B: Backend>(app: &App<B>, k: &Turnkeeper, g: &openclaw_engine::Generation, reply: &Value) -> Result<(), ApiError>
+fn record<B: Backend>(
+    app: &App<B>,
+    k: &Turnkeeper,
+    g: &openclaw_engine::Generation,
+    reply: &Value,
+) -> Result<(), ApiError>
 where
     Model<B>: Send + Sync,
 {
@@ -327,7 +374,13 @@ where
         turn_index: k.assignment.turn_index,
         turn_type: k.assignment.turn_type,
         prompt_messages: prompt_messages.into(),
-        tools_json: k.request.tools.as_ref().map(|t| t.to_string()).unwrap_or_default().into(),
+        tools_json: k
+            .request
+            .tools
+            .as_ref()
+            .map(|t| t.to_string())
+            .unwrap_or_default()
+            .into(),
         response: from_json(reply, "assistant").map_err(ApiError::internal)?,
         prompt_ids: k.prompt_ids.clone().into(),
         response_ids: g.token_ids.clone().into(),
@@ -362,7 +415,9 @@ where
             GenEvent::Started { .. } => {}
             GenEvent::Token { id, .. } => {
                 if first {
-                    app.metrics.ttft_seconds.observe(started.elapsed().as_secs_f64());
+                    app.metrics
+                        .ttft_seconds
+                        .observe(started.elapsed().as_secs_f64());
                     first = false;
                 }
                 pipeline.token(id);
@@ -373,7 +428,9 @@ where
                 let m = pipeline.message().clone();
                 let reply = assistant_json(&m);
                 record(&app, &k, &g, &reply)?;
-                app.metrics.request_seconds.observe(started.elapsed().as_secs_f64());
+                app.metrics
+                    .request_seconds
+                    .observe(started.elapsed().as_secs_f64());
                 return Ok(json!({
                     "id": k.id,
                     "object": "chat.completion",
@@ -425,14 +482,22 @@ async fn stream_task<B: Backend>(
             })
             .collect()
     };
-    let mut open = send(chunk(&app, &k, json!({"role": "assistant", "content": ""}), None)).await;
+    let mut open = send(chunk(
+        &app,
+        &k,
+        json!({"role": "assistant", "content": ""}),
+        None,
+    ))
+    .await;
     let mut first = true;
     while let Some(ev) = rx.recv().await {
         match ev {
             GenEvent::Started { .. } => {}
             GenEvent::Token { id, .. } => {
                 if first {
-                    app.metrics.ttft_seconds.observe(started.elapsed().as_secs_f64());
+                    app.metrics
+                        .ttft_seconds
+                        .observe(started.elapsed().as_secs_f64());
                     first = false;
                 }
                 for d in delta_events(pipeline.token(id)) {
@@ -465,7 +530,9 @@ async fn stream_task<B: Backend>(
                     let _ = send(Event::default().data(body.to_string())).await;
                 }
                 let _ = send(Event::default().data("[DONE]")).await;
-                app.metrics.request_seconds.observe(started.elapsed().as_secs_f64());
+                app.metrics
+                    .request_seconds
+                    .observe(started.elapsed().as_secs_f64());
                 break;
             }
         }

@@ -33,7 +33,12 @@ impl StopFilter {
             return String::new();
         }
         self.pending.push_str(delta);
-        if let Some(cut) = self.stops.iter().filter_map(|s| self.pending.find(s.as_str())).min() {
+        if let Some(cut) = self
+            .stops
+            .iter()
+            .filter_map(|s| self.pending.find(s.as_str()))
+            .min()
+        {
             self.stopped = true;
             let out = self.pending[..cut].to_string();
             self.pending.clear();
@@ -43,7 +48,12 @@ impl StopFilter {
         let keep = self
             .stops
             .iter()
-            .flat_map(|s| (1..s.len()).rev().filter(move |&n| s.is_char_boundary(n)).map(move |n| &s[..n]))
+            .flat_map(|s| {
+                (1..s.len())
+                    .rev()
+                    .filter(move |&n| s.is_char_boundary(n))
+                    .map(move |n| &s[..n])
+            })
             .filter(|p| self.pending.ends_with(p))
             .map(str::len)
             .max()

@@ -1,0 +1,328 @@
+//! Checkpoints: `checkpoint-<step>/` with the model (HF safetensors + `config.json`), the LoRA
+//! adapters, the optimizer moments and the trainer state; written to a temporary directory,
+//! fsynced, then renamed into place, after which `checkpoint-latest` is updated. A directory
+//! without its completion marker is never resumed from.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use burn::tensor::backend::AutodiffBackend;
+use openclaw_engine::{save_model, SaveOptions};
+use serde::{Deserialize, Serialize};
+
+use crate::config::TrainConfig;
+use crate::lora::{self, LoraConfig};
+use crate::optim::AdamW;
+use crate::rng::SplitMix;
+use crate::step::{Trainer, TrainerState};
+
+/// The file in the save directory naming the newest complete checkpoint.
+pub const CHECKPOINT_LATEST: &str = "checkpoint-latest";
+/// Written last inside a checkpoint; its presence means the checkpoint is whole.
+pub const COMPLETE_MARKER: &str = "checkpoint.complete";
+/// The trainer state inside a checkpoint.
+pub const TRAINER_STATE: &str = "trainer_state.json";
+/// The optimizer moments inside a checkpoint.
+pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
+
+const FORMAT: u32 = 1;
+
+/// `trainer_state.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SavedState {
+    /// Layout version of the checkpoint.
+    pub format: u32,
+    /// Step counters and the caller's data position.
+    pub state: TrainerState,
+    /// The trainer RNG's state.
+    pub rng_state: u64,
+    /// Learning rate of the next step (the schedule position is `state.step`).
+    pub next_lr: f64,
+    /// The settings the checkpoint was trained with.
+    pub config: TrainConfig,
+}
+
+fn checkpoint_name(step: u64) -> String {
+    format!("checkpoint-{step}")
+}
+
+fn parse_step(name: &str) -> Option<u64> {
+    name.strip_prefix("checkpoint-")?.parse().ok()
+}
+
+/// Whether `dir` is a whole checkpoint.
+pub fn is_complete(dir: &Path) -> bool {
+    dir.join(COMPLETE_MARKER).is_file()
+}
+
+/// The complete checkpoints in `save_dir`, oldest first.
+pub fn list_checkpoints(save_dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
+    let mut out = Vec::new();
+    if !save_dir.is_dir() {
+        return Ok(out);
+    }
+    for entry in std::fs::read_dir(save_dir)
+        .with_context(|| format!("cannot list {}", save_dir.display()))?
+    {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().to_string();
+        if let Some(step) = parse_step(&name) {
+            let p = entry.path();
+            if p.is_dir() && is_complete(&p) {
+                out.push((step, p));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Resolves a resume target: `latest` (or the save directory itself) means the checkpoint
+/// `checkpoint-latest` names, falling back to the newest complete one when that file is
+/// missing or names an incomplete directory; anything else is a checkpoint directory, which
+/// must be complete.
+pub fn resolve_checkpoint(save_dir: &Path, spec: &str) -> Result<PathBuf> {
+    let spec_path = Path::new(spec);
+    let latest_of = |dir: &Path| -> Result<PathBuf> {
+        if let Ok(text) = std::fs::read_to_string(dir.join(CHECKPOINT_LATEST)) {
+            let p = dir.join(text.trim());
+            if parse_step(text.trim()).is_some() && is_complete(&p) {
+                return Ok(p);
+            }
+        }
+        match list_checkpoints(dir)?.pop() {
+            Some((_, p)) => Ok(p),
+            None => bail!("no complete checkpoint in {}", dir.display()),
+        }
+    };
+    if spec == "latest" {
+        return latest_of(save_dir);
+    }
+    if spec_path.join(CHECKPOINT_LATEST).is_file() || !list_checkpoints(spec_path)?.is_empty() {
+        return latest_of(spec_path);
+    }
+    if !spec_path.is_dir() {
+        bail!("checkpoint {} does not exist", spec_path.display());
+    }
+    if !is_complete(spec_path) {
+        bail!(
+            "checkpoint {} is incomplete (no {COMPLETE_MARKER}): it was not fully written",
+            spec_path.display()
+        );
+    }
+    Ok(spec_path.to_path_buf())
+}
+
+/// Reads `trainer_state.json` of a checkpoint.
+pub fn read_saved_state(dir: &Path) -> Result<SavedState> {
+    let path = dir.join(TRAINER_STATE);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let s: SavedState = serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a valid trainer state", path.display()))?;
+    if s.format != FORMAT {
+        bail!(
+            "{}: checkpoint format {} is not supported (expected {FORMAT})",
+            path.display(),
+            s.format
+        );
+    }
+    Ok(s)
+}
+
+fn sync_file(path: &Path) -> Result<()> {
+    File::open(path)
+        .and_then(|f| f.sync_all())
+        .with_context(|| format!("cannot sync {}", path.display()))
+}
+
+/// Syncs every file of `dir`, then `dir` itself.
+fn sync_dir_tree(dir: &Path) -> Result<()> {
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot list {}", dir.display()))? {
+        let p = entry?.path();
+        if p.is_file() {
+            sync_file(&p)?;
+        }
+    }
+    sync_file(dir)
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut f = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    f.write_all(bytes)
+        .and_then(|_| f.sync_all())
+        .with_context(|| format!("cannot write {}", path.display()))
+}
+
+impl<B: AutodiffBackend> Trainer<B> {
+    /// Saves `save_dir/checkpoint-<step>/` and points `checkpoint-latest` at it, then deletes
+    /// all but the newest `keep` complete checkpoints (0 keeps all). The checkpoint is written
+    /// under a temporary name, synced and renamed, so a crash leaves either the old state or
+    /// the new one. Returns the checkpoint's path.
+    pub fn save_checkpoint(&self, save_dir: &Path, keep: usize) -> Result<PathBuf> {
+        let step = self.state.step;
+        std::fs::create_dir_all(save_dir)
+            .with_context(|| format!("cannot create {}", save_dir.display()))?;
+        // Leftovers of writes that crashed.
+        for entry in std::fs::read_dir(save_dir)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().to_string();
+            if name.starts_with(".checkpoint-") && name.ends_with(".tmp") {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+        let name = checkpoint_name(step);
+        let final_dir = save_dir.join(&name);
+        let tmp = save_dir.join(format!(".{name}.tmp"));
+        std::fs::create_dir_all(&tmp)
+            .with_context(|| format!("cannot create {}", tmp.display()))?;
+
+        let model = self.model();
+        // The engine writes base weights only: adapters are saved beside them, unmerged.
+        save_model(model, &tmp, &SaveOptions::default())?;
+        if let Some(l) = &self.config.lora {
+            lora::save_adapters(model, l, &self.config.base_model, &tmp)?;
+        }
+        self.optimizer.save(&tmp.join(OPTIMIZER_FILE))?;
+        let saved = SavedState {
+            format: FORMAT,
+            state: self.state.clone(),
+            rng_state: self.rng.state(),
+            next_lr: self.next_lr(),
+            config: self.config.clone(),
+        };
+        std::fs::write(
+            tmp.join(TRAINER_STATE),
+            serde_json::to_string_pretty(&saved)?,
+        )?;
+        sync_dir_tree(&tmp)?;
+        write_synced(&tmp.join(COMPLETE_MARKER), format!("{step}\n").as_bytes())?;
+        sync_file(&tmp)?;
+
+        if final_dir.exists() {
+            std::fs::remove_dir_all(&final_dir)
+                .with_context(|| format!("cannot replace {}", final_dir.display()))?;
+        }
+        std::fs::rename(&tmp, &final_dir)
+            .with_context(|| format!("cannot move {} into place", tmp.display()))?;
+        sync_file(save_dir)?;
+
+        let pointer_tmp = save_dir.join(format!(".{CHECKPOINT_LATEST}.tmp"));
+        write_synced(&pointer_tmp, format!("{name}\n").as_bytes())?;
+        std::fs::rename(&pointer_tmp, save_dir.join(CHECKPOINT_LATEST))?;
+        sync_file(save_dir)?;
+
+        retain(save_dir, keep, step)?;
+        Ok(final_dir)
+    }
+
+    /// Rebuilds a trainer from a complete checkpoint directory (see [`resolve_checkpoint`] for
+    /// `latest`): weights, adapters, optimizer moments, step counters, RNG and data position.
+    /// `config` gives the hyper-parameters from here on; its LoRA settings must match the
+    /// checkpoint's. With `use_reference` and no LoRA, call [`Trainer::set_reference`] with the
+    /// initial model before the next step.
+    pub fn resume(checkpoint: &Path, config: TrainConfig, device: &B::Device) -> Result<Self> {
+        config.validate()?;
+        if !is_complete(checkpoint) {
+            bail!(
+                "checkpoint {} is incomplete (no {COMPLETE_MARKER})",
+                checkpoint.display()
+            );
+        }
+        let saved = read_saved_state(checkpoint)?;
+        let base = openclaw_engine::load_model::<B>(checkpoint, device)
+            .with_context(|| format!("cannot load the weights of {}", checkpoint.display()))?;
+        let has_adapters = checkpoint.join(lora::ADAPTER_CONFIG).is_file();
+        let model = match (&config.lora, has_adapters) {
+            (Some(want), true) => {
+                let (model, got) = lora::load_adapters(base, checkpoint)?;
+                check_lora_match(want, &got)?;
+                model
+            }
+            (None, false) => base,
+            (Some(_), false) => bail!(
+                "{} has no LoRA adapters but the config asks for LoRA",
+                checkpoint.display()
+            ),
+            (None, true) => bail!(
+                "{} holds LoRA adapters but the config does not enable LoRA",
+                checkpoint.display()
+            ),
+        };
+        let optimizer = AdamW::load(
+            &checkpoint.join(OPTIMIZER_FILE),
+            config.optimizer.clone(),
+            device,
+        )?;
+        optimizer.check::<B, _>(&model)?;
+        Ok(Trainer {
+            model: Some(model),
+            optimizer,
+            reference: None,
+            rng: {
+                let mut r = SplitMix::new(0);
+                r.set_state(saved.rng_state);
+                r
+            },
+            config,
+            state: saved.state,
+        })
+    }
+}
+
+fn check_lora_match(want: &LoraConfig, got: &LoraConfig) -> Result<()> {
+    if want.rank != got.rank || want.alpha != got.alpha || {
+        let mut a = want.target_modules.clone();
+        let mut b = got.target_modules.clone();
+        a.sort();
+        b.sort();
+        a != b
+    } {
+        bail!(
+            "the checkpoint's LoRA (r {}, alpha {}, targets {}) differs from the config's (r {}, alpha {}, targets {})",
+            got.rank,
+            got.alpha,
+            got.target_modules.join(","),
+            want.rank,
+            want.alpha,
+            want.target_modules.join(",")
+        );
+    }
+    if want.dropout != got.dropout {
+        bail!(
+            "the checkpoint's lora_dropout {} differs from the config's {}",
+            got.dropout,
+            want.dropout
+        );
+    }
+    Ok(())
+}
+
+/// Deletes all but the newest `keep` complete checkpoints (never `current`), and incomplete
+/// `checkpoint-N` directories with `N <= current` (remains of interrupted writes).
+fn retain(save_dir: &Path, keep: usize, current: u64) -> Result<()> {
+    for entry in std::fs::read_dir(save_dir)? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().to_string();
+        if let Some(step) = parse_step(&name) {
+            let p = entry.path();
+            if p.is_dir() && step <= current && !is_complete(&p) {
+                let _ = std::fs::remove_dir_all(&p);
+            }
+        }
+    }
+    if keep == 0 {
+        return Ok(());
+    }
+    let all = list_checkpoints(save_dir)?;
+    let excess = all.len().saturating_sub(keep);
+    for (step, p) in all.into_iter().take(excess) {
+        if step != current {
+            std::fs::remove_dir_all(&p)
+                .with_context(|| format!("cannot delete old checkpoint {}", p.display()))?;
+        }
+    }
+    Ok(())
+}

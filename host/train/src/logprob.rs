@@ -1,0 +1,87 @@
+//! Per-token logprobs of a laid-out micro-batch: one forward pass, then the vocabulary-wide
+//! logits only for the positions that predict a trained token, a chunk of rows at a time.
+//! Differentiable on an autodiff backend; the same code gives plain values on the inner one.
+
+use burn::prelude::*;
+use burn::tensor::activation::log_softmax;
+use openclaw_engine::Model;
+
+use crate::pack::Layout;
+
+/// Logprobs of one micro-batch.
+#[derive(Clone, Debug)]
+pub struct TokenLogprobs<B: Backend> {
+    /// `[targets]`: the logprob of each target token, in layout order.
+    pub logp: Tensor<B, 1>,
+    /// `[targets, k]`: the logprobs of the requested top-k ids at each target's position.
+    pub topk: Option<Tensor<B, 2>>,
+}
+
+/// Runs `model` over `layout` and returns `log_softmax(logits / temperature)` at each target
+/// (and at `topk_ids`, `[targets * k]` row-major, when given). `chunk_rows` bounds how many
+/// positions' vocabulary-wide logits exist at once. A temperature of 0 counts as 1.
+pub fn layout_logprobs<B: Backend>(
+    model: &Model<B>,
+    layout: &Layout,
+    topk_ids: Option<(&[u32], usize)>,
+    temperature: f32,
+    chunk_rows: usize,
+) -> TokenLogprobs<B> {
+    let device = model.device();
+    let n = layout.rows.len();
+    let ids = Tensor::<B, 2, Int>::from_data(
+        TensorData::new(layout.ids.clone(), [layout.batch, layout.width]),
+        &device,
+    );
+    let hidden = model.hidden_full(ids);
+    let d = hidden.dims()[2];
+    let hidden = hidden.reshape([layout.batch * layout.width, d]);
+    let inv_t = if temperature > 0.0 && temperature != 1.0 {
+        Some(1.0 / temperature as f64)
+    } else {
+        None
+    };
+    let chunk = chunk_rows.max(1);
+    let mut logp_parts = Vec::new();
+    let mut topk_parts = Vec::new();
+    let mut start = 0;
+    while start < n {
+        let c = chunk.min(n - start);
+        let rows = Tensor::<B, 1, Int>::from_data(
+            TensorData::new(layout.rows[start..start + c].to_vec(), [c]),
+            &device,
+        );
+        let mut logits = model.lm_logits(hidden.clone().select(0, rows));
+        if let Some(s) = inv_t {
+            logits = logits.mul_scalar(s);
+        }
+        let lsm = log_softmax(logits, 1);
+        let tgt = Tensor::<B, 2, Int>::from_data(
+            TensorData::new(layout.targets[start..start + c].to_vec(), [c, 1]),
+            &device,
+        );
+        if let Some((ids, k)) = topk_ids {
+            let part: Vec<i64> = ids[start * k..(start + c) * k]
+                .iter()
+                .map(|&t| t as i64)
+                .collect();
+            let idx = Tensor::<B, 2, Int>::from_data(TensorData::new(part, [c, k]), &device);
+            topk_parts.push(lsm.clone().gather(1, idx));
+        }
+        logp_parts.push(lsm.gather(1, tgt).reshape([c]));
+        start += c;
+    }
+    let logp = if logp_parts.is_empty() {
+        Tensor::zeros([0], &device)
+    } else {
+        Tensor::cat(logp_parts, 0)
+    };
+    let topk = topk_ids.map(|(_, k)| {
+        if topk_parts.is_empty() {
+            Tensor::zeros([0, k], &device)
+        } else {
+            Tensor::cat(topk_parts, 0)
+        }
+    });
+    TokenLogprobs { logp, topk }
+}

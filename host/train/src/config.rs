@@ -38,7 +38,8 @@ pub struct TrainConfig {
     /// backend, set it to the number of cores: element-wise ops run on the calling thread, so
     /// this is what keeps every core busy. Activation memory grows with it. SFT steps with a
     /// single micro-batch are split to use the threads; RL steps are not (splitting could cut
-    /// sample groups), so give them a token budget that yields several micro-batches.
+    /// sample groups), so give them a token budget that yields several micro-batches. With
+    /// LoRA dropout, masks then depend on thread timing and runs stop being bit-reproducible.
     pub data_parallel: usize,
 }
 

@@ -1,8 +1,11 @@
 //! Data parallelism on one device: the micro-batches of a step run on several OS threads at
 //! once, sharing the weights, and their gradients are summed. On the CPU backend this is what
 //! uses a second core: burn-flex runs element-wise ops on the calling thread only, so two
-//! threads each doing half of the micro-batches keep both cores busy (about 1.4-1.8× on the
-//! 2-core development machine with two micro-batches; gradients are bit-identical).
+//! threads each doing half of the micro-batches keep both cores busy (about 1.5× on the
+//! 2-core development machine for the benchmark model; gradients are bit-identical).
+//!
+//! Each thread works on its own autodiff copy of the weights (`step::thread_models`): with
+//! shared leaves burn-autodiff 0.21 serialises the threads' backward passes and can deadlock.
 
 use std::thread;
 

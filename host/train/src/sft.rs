@@ -21,7 +21,7 @@ use crate::logprob::layout_logprobs;
 use crate::pack::{pack, Layout, MicroBatch, SeqRef};
 use crate::parallel::parallel_map;
 use crate::rng::SplitMix;
-use crate::step::{StepGradients, StepReport, Trainer};
+use crate::step::{thread_models, StepGradients, StepReport, Trainer};
 
 /// The end-of-turn token of ChatML templates.
 pub const END_OF_TURN: &str = "<|im_end|>";
@@ -220,7 +220,13 @@ impl<B: AutodiffBackend> Trainer<B> {
         };
         let (temp, chunk) = (self.config.temperature, self.config.logprob_chunk);
         for round in packing.micro_batches.chunks(threads) {
-            let results = parallel_map(round.iter().collect(), &|mb: &MicroBatch| {
+            // Each thread runs forward and backward on its own copy of the weights (see
+            // `thread_models`).
+            let items: Vec<(Model<B>, &MicroBatch)> = thread_models(model, round.len())
+                .into_iter()
+                .zip(round)
+                .collect();
+            let results = parallel_map(items, &|(m, mb): (Model<B>, &MicroBatch)| {
                 let seqs: Vec<SeqRef<'_>> = mb
                     .samples
                     .iter()
@@ -233,20 +239,22 @@ impl<B: AutodiffBackend> Trainer<B> {
                 if layout.targets.is_empty() {
                     return (None, 0.0, layout.real_tokens);
                 }
-                let out = layout_logprobs(model, &layout, None, temp, chunk);
+                let out = layout_logprobs(&m, &layout, None, temp, chunk);
                 // Token-level mean over the whole step: each micro-batch's sum shares one
                 // divisor.
                 let loss = out.logp.sum().mul_scalar(-1.0 / total as f64);
                 let value = loss.clone().into_scalar().elem::<f64>();
-                let grads = GradientsParams::from_grads(loss.backward(), model);
+                let grads = GradientsParams::from_grads(loss.backward(), &m);
                 (Some(grads), value, layout.real_tokens)
             });
-            for (grads, loss, tokens) in results {
+            let mut grads = Vec::new();
+            for (g, loss, tokens) in results {
                 report.loss += loss;
                 report.tokens += tokens;
-                if let Some(g) = grads {
-                    acc.accumulate(model, g);
-                }
+                grads.extend(g);
+            }
+            for g in grads {
+                acc.accumulate(model, g);
             }
         }
         Ok(StepGradients::new(acc.grads(), report, started))

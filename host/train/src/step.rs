@@ -245,8 +245,14 @@ impl<B: AutodiffBackend> Trainer<B> {
                 .iter()
                 .map(|mb| mb.samples.iter().map(|&i| &samples[i]).collect())
                 .collect();
-            let fwds = parallel_map(members.iter().collect(), &|m: &Vec<&TrainingSample>| {
-                self.forward(model, m, &shape)
+            // Forward passes on the threads, loss calls here, then backward passes on the
+            // threads, each on its own copy of the weights (see `thread_models`).
+            let items: Vec<(Model<B>, &Vec<&TrainingSample>)> = thread_models(model, members.len())
+                .into_iter()
+                .zip(&members)
+                .collect();
+            let fwds = parallel_map(items, &|(m, samples): (Model<B>, &Vec<&TrainingSample>)| {
+                self.forward(m, samples, &shape)
             });
             let mut jobs = Vec::with_capacity(fwds.len());
             for (fwd, m) in fwds.into_iter().zip(&members) {
@@ -279,7 +285,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             }
             let topk_k = shape.topk_k;
             let grads = parallel_map(jobs, &|(fwd, result): (Forward<B>, LossOutput)| {
-                backward(model, fwd, &result, topk_k)
+                backward(fwd, &result, topk_k)
             });
             for g in grads.into_iter().flatten() {
                 acc.accumulate(model, g);
@@ -355,7 +361,7 @@ impl<B: AutodiffBackend> Trainer<B> {
     /// needs (old and reference logprobs).
     fn forward(
         &self,
-        model: &Model<B>,
+        model: Model<B>,
         samples: &[&TrainingSample],
         shape: &StepShape,
     ) -> Forward<B> {
@@ -381,7 +387,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         });
         let topk_arg = topk_ids.as_deref().zip(shape.topk_k);
         let (temp, chunk) = (self.config.temperature, self.config.logprob_chunk);
-        let out = layout_logprobs(model, &layout, topk_arg, temp, chunk);
+        let out = layout_logprobs(&model, &layout, topk_arg, temp, chunk);
         let logp = to_f32_vec(out.logp.clone());
         // One optimizer step per batch: the policy at the start of the step is the one just
         // run, so its values are the old logprobs, unless dropout made that pass noisy.
@@ -401,6 +407,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         });
         let student_topk = out.topk.as_ref().map(|t| to_f32_vec(t.clone()));
         Forward {
+            model,
             layout,
             out,
             logp,
@@ -486,7 +493,6 @@ impl<B: AutodiffBackend> Trainer<B> {
 /// Backpropagates `Σ g · logp (+ Σ g_k · topk_logp)` of one micro-batch, `g` being the loss's
 /// gradients taken as constants; `None` when the micro-batch has no token.
 fn backward<B: AutodiffBackend>(
-    model: &Model<B>,
     fwd: Forward<B>,
     result: &LossOutput,
     topk_k: Option<usize>,
@@ -495,6 +501,7 @@ fn backward<B: AutodiffBackend>(
     if n == 0 {
         return None;
     }
+    let model = fwd.model;
     let device = model.device();
     let g = Tensor::<B, 1>::from_data(TensorData::new(result.grad_logp.to_vec(), [n]), &device);
     let mut surrogate = (fwd.out.logp * g).sum();
@@ -507,11 +514,30 @@ fn backward<B: AutodiffBackend>(
             surrogate = surrogate + (t * gk).sum();
         }
     }
-    Some(GradientsParams::from_grads(surrogate.backward(), model))
+    Some(GradientsParams::from_grads(surrogate.backward(), &model))
+}
+
+/// One copy of the weights per thread: the first is `model` itself, the others share its
+/// tensors but are fresh autodiff leaves (same `ParamId`s, so their gradients add up). burn-autodiff
+/// 0.21 joins every graph that touches one leaf into one locked graph, which serialises
+/// backward passes across threads and can deadlock a thread recording a graph against one
+/// running a backward pass; distinct leaves keep each thread's graph to itself.
+pub(crate) fn thread_models<B: AutodiffBackend>(model: &Model<B>, n: usize) -> Vec<Model<B>> {
+    (0..n)
+        .map(|i| {
+            if i == 0 {
+                model.clone()
+            } else {
+                Model::from_inner(model.valid())
+            }
+        })
+        .collect()
 }
 
 /// One micro-batch after its forward pass.
 struct Forward<B: Backend> {
+    /// The copy of the weights the graph was recorded on (see [`thread_models`]).
+    model: Model<B>,
     layout: Layout,
     out: TokenLogprobs<B>,
     logp: Vec<f32>,

@@ -435,3 +435,30 @@ fn lora_dropout_trains_reproducibly() {
     plain.lora.as_mut().unwrap().dropout = 0.0;
     assert_ne!(run(&cfg), run(&plain), "dropout changes the updates");
 }
+
+#[test]
+fn lora_micro_batches_on_two_threads_match_one_thread() {
+    let run = |threads: usize| {
+        let mut cfg = config(1e-2);
+        cfg.lora = Some(lora_config());
+        cfg.max_tokens_per_batch = 12;
+        cfg.data_parallel = threads;
+        let mut t = Trainer::new(tiny_model(12), cfg).unwrap();
+        for _ in 0..2 {
+            let r = t.train_step(&batch(), &reinforce).unwrap();
+            assert!(r.micro_batches >= 2);
+        }
+        (weights(t.model()), adapter_tensors(t.model()))
+    };
+    let (one, two) = (run(1), run(2));
+    assert_eq!(one.0, two.0, "the base stays frozen on every thread");
+    for (a, b) in one.1.iter().zip(&two.1) {
+        let d = a
+            .data
+            .iter()
+            .zip(&b.data)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max);
+        assert!(d < 1e-6, "{} differs by {d}", a.name);
+    }
+}

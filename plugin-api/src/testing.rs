@@ -91,3 +91,30 @@ pub fn random_topk_batch(seed: u64) -> LossBatch {
     .into();
     b
 }
+
+/// Asserts that a plugin's manifest agrees with its `plugin.toml` (name, version, description,
+/// kinds) and with its crate version, and returns the manifest's kinds for further checks.
+pub fn assert_manifest_matches(
+    manifest: &crate::Manifest,
+    plugin_toml: &str,
+    crate_version: &str,
+) -> Vec<String> {
+    let file: toml::Table = toml::from_str(plugin_toml).expect("plugin.toml parses");
+    let p = file["plugin"].as_table().expect("a [plugin] table");
+    assert_eq!(p["name"].as_str(), Some(manifest.name.as_str()));
+    assert_eq!(p["version"].as_str(), Some(manifest.version.as_str()));
+    assert_eq!(p["version"].as_str(), Some(crate_version));
+    assert_eq!(
+        p["description"].as_str(),
+        Some(manifest.description.as_str())
+    );
+    let kinds: Vec<String> = manifest.kinds.iter().map(|k| k.to_string()).collect();
+    let listed: Vec<String> = p["kinds"]
+        .as_array()
+        .expect("kinds is an array")
+        .iter()
+        .map(|k| k.as_str().expect("kind names are strings").to_string())
+        .collect();
+    assert_eq!(listed, kinds, "plugin.toml kinds");
+    kinds
+}

@@ -29,26 +29,16 @@ openclaw_plugin_api::export_plugin! {
 
 #[cfg(test)]
 mod tests {
-    use openclaw_plugin_api::toml;
 
     #[test]
     fn the_manifest_agrees_with_plugin_toml() {
         let m = super::__openclaw_plugin_manifest().unwrap();
-        let file: toml::Table = toml::from_str(include_str!("../plugin.toml")).unwrap();
-        let p = file["plugin"].as_table().unwrap();
-        assert_eq!(p["name"].as_str(), Some(m.name.as_str()));
-        assert_eq!(p["version"].as_str(), Some(m.version.as_str()));
-        assert_eq!(p["version"].as_str(), Some(env!("CARGO_PKG_VERSION")));
-        assert_eq!(p["description"].as_str(), Some(m.description.as_str()));
-        let kinds: Vec<&str> = m.kinds.iter().map(|k| k.as_str()).collect();
+        let kinds = openclaw_plugin_api::testing::assert_manifest_matches(
+            &m,
+            include_str!("../plugin.toml"),
+            env!("CARGO_PKG_VERSION"),
+        );
         assert_eq!(kinds, ["loss", "reward"]);
-        let listed: Vec<&str> = p["kinds"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|k| k.as_str().unwrap())
-            .collect();
-        assert_eq!(listed, kinds);
         assert_eq!(m.default_config.as_str(), super::DEFAULT_CONFIG);
     }
 

@@ -13,3 +13,4 @@ pub mod metrics;
 pub mod plugin;
 pub mod policy;
 pub mod serve;
+pub mod training;

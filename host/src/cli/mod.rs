@@ -3,12 +3,15 @@
 
 mod buffer_cmd;
 mod config_cmd;
+mod export_cmd;
 pub mod flags;
 pub mod model_cmd;
 mod plugins;
 pub mod serve_cmd;
+pub mod train_cmd;
 
 use clap::{Parser, Subcommand};
+use flags::RunFlags;
 use openclaw_plugin_api::PluginKind;
 use std::path::PathBuf;
 
@@ -95,6 +98,46 @@ pub enum Command {
     },
     /// Serve the OpenAI-compatible API and record every main turn (no training).
     Serve(flags::RunFlags),
+    /// RL on trajectory files (`{session_id, turns: [...]}`), scored by their `reward` field or
+    /// the method's reward plugin, with the run's optimizer, LoRA and checkpoint settings.
+    Train {
+        #[command(flatten)]
+        run: RunFlags,
+        #[command(flatten)]
+        epochs: train_cmd::EpochFlags,
+    },
+    /// Supervised fine-tuning on chat conversations (JSONL of `{messages: [...]}`), loss on
+    /// assistant tokens only.
+    Sft {
+        #[command(flatten)]
+        run: RunFlags,
+        #[command(flatten)]
+        epochs: train_cmd::EpochFlags,
+        /// Sequences per optimizer step.
+        #[arg(long, default_value_t = 16)]
+        batch_size: usize,
+        /// Cut sequences to this many tokens.
+        #[arg(long, default_value_t = 4096)]
+        max_len: usize,
+    },
+    /// Write a checkpoint as a standard Hugging Face model directory (LoRA merged).
+    Export {
+        /// A checkpoint directory, or `latest` (in --save-dir).
+        #[arg(long)]
+        checkpoint: String,
+        /// Where `latest` is looked up.
+        #[arg(long, env = "CKPT_SAVE_DIR", default_value = "./checkpoints")]
+        save_dir: PathBuf,
+        /// The output directory.
+        #[arg(long)]
+        out: PathBuf,
+        /// Take the tokenizer files from here (default: the checkpoint, or its base model).
+        #[arg(long)]
+        tokenizer: Option<PathBuf>,
+        /// Element type of the weights: float32 or bfloat16.
+        #[arg(long, default_value = "float32")]
+        dtype: String,
+    },
     /// Read the durable buffer of recorded turns.
     Buffer {
         /// The buffer command.
@@ -233,6 +276,20 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             Ok(0)
         }
         Command::Serve(flags) => serve_cmd::run(&flags),
+        Command::Train { run, epochs } => train_cmd::train(&run, &epochs),
+        Command::Sft {
+            run,
+            epochs,
+            batch_size,
+            max_len,
+        } => train_cmd::sft(&run, &epochs, batch_size, max_len),
+        Command::Export {
+            checkpoint,
+            save_dir,
+            out,
+            tokenizer,
+            dtype,
+        } => export_cmd::run(&checkpoint, &save_dir, &out, tokenizer.as_deref(), &dtype),
         Command::Bench { what } => {
             if what != "engine" {
                 anyhow::bail!("unknown benchmark `{what}` (known: engine)");

@@ -10,8 +10,10 @@ pub mod load;
 pub mod manifest_file;
 pub mod registry;
 pub mod scaffold;
+pub mod setup;
 
 pub use instance::{EnvHandle, GenerateHandle, LossHandle, RewardHandle, RolloutHandle};
 pub use load::LoadedPlugin;
 pub use manifest_file::PluginToml;
 pub use registry::Registry;
+pub use setup::RunPlugins;

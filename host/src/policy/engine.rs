@@ -44,8 +44,14 @@ pub struct ModelFiles<B: Backend> {
 
 impl<B: Backend> ModelFiles<B> {
     /// Loads `config.json`, the safetensors weights, `tokenizer.json` and the chat template.
+    /// A LoRA checkpoint (base weights with `adapter_config.json` + `adapter_model.safetensors`)
+    /// is served with its adapters merged in: one matmul per projection, the same outputs.
     pub fn load(dir: &Path, device: &B::Device) -> Result<Self> {
-        let model = openclaw_engine::load_model::<B>(dir, device)?;
+        let mut model = openclaw_engine::load_model::<B>(dir, device)?;
+        if dir.join(openclaw_train::lora::ADAPTER_CONFIG).is_file() {
+            let (with_adapters, _) = openclaw_train::lora::load_adapters(model, dir)?;
+            model = openclaw_train::lora::merged(&with_adapters);
+        }
         let tokenizer = Tokenizer::from_dir(dir)?;
         let template = ChatTemplate::from_dir(dir)
             .with_context(|| format!("{} has no usable chat template", dir.display()))?;

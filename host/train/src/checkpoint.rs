@@ -44,6 +44,29 @@ pub struct SavedState {
     pub config: TrainConfig,
 }
 
+/// A file the caller adds to a checkpoint.
+#[derive(Clone, Debug)]
+pub struct ExtraFile {
+    /// Its name inside the checkpoint directory (no path separators).
+    pub name: String,
+    /// Its bytes.
+    pub contents: Vec<u8>,
+}
+
+impl ExtraFile {
+    /// Reads `path` into an extra file of the same name.
+    pub fn copy_of(path: &Path) -> Result<Self> {
+        let name = path
+            .file_name()
+            .with_context(|| format!("{} has no file name", path.display()))?
+            .to_string_lossy()
+            .to_string();
+        let contents =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        Ok(ExtraFile { name, contents })
+    }
+}
+
 fn checkpoint_name(step: u64) -> String {
     format!("checkpoint-{step}")
 }
@@ -162,6 +185,18 @@ impl<B: AutodiffBackend> Trainer<B> {
     /// under a temporary name, synced and renamed, so a crash leaves either the old state or
     /// the new one. Returns the checkpoint's path.
     pub fn save_checkpoint(&self, save_dir: &Path, keep: usize) -> Result<PathBuf> {
+        self.save_checkpoint_with(save_dir, keep, &[])
+    }
+
+    /// [`Trainer::save_checkpoint`] with `extras` written into the checkpoint before it is
+    /// marked complete (the caller's own state, tokenizer files), so they are as crash-safe as
+    /// the weights.
+    pub fn save_checkpoint_with(
+        &self,
+        save_dir: &Path,
+        keep: usize,
+        extras: &[ExtraFile],
+    ) -> Result<PathBuf> {
         let step = self.state.step;
         std::fs::create_dir_all(save_dir)
             .with_context(|| format!("cannot create {}", save_dir.display()))?;
@@ -197,6 +232,16 @@ impl<B: AutodiffBackend> Trainer<B> {
             tmp.join(TRAINER_STATE),
             serde_json::to_string_pretty(&saved)?,
         )?;
+        for e in extras {
+            if e.name.contains(['/', '\\']) || e.name.starts_with('.') || e.name.is_empty() {
+                bail!(
+                    "checkpoint extra file name `{}` is not a plain file name",
+                    e.name
+                );
+            }
+            std::fs::write(tmp.join(&e.name), &e.contents)
+                .with_context(|| format!("cannot write {} into the checkpoint", e.name))?;
+        }
         sync_dir_tree(&tmp)?;
         write_synced(&tmp.join(COMPLETE_MARKER), format!("{step}\n").as_bytes())?;
         sync_file(&tmp)?;

@@ -41,7 +41,7 @@ pub mod schedule;
 pub mod sft;
 pub mod step;
 pub mod tensors;
-pub use checkpoint::{list_checkpoints, resolve_checkpoint, CHECKPOINT_LATEST};
+pub use checkpoint::{list_checkpoints, resolve_checkpoint, ExtraFile, CHECKPOINT_LATEST};
 pub use config::TrainConfig;
 pub use export::export;
 pub use log::{progress_bar, TrainLog};

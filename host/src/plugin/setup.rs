@@ -1,0 +1,109 @@
+//! A run's plugins: the configuration resolved twice (once to learn which plugins the run
+//! uses, then with their default configurations), the plugins loaded, and each kind's object
+//! constructed with its resolved configuration.
+
+use super::assign::{assign, Assignment};
+use super::{LossHandle, Registry, RewardHandle};
+use crate::config::{resolve, ConfigInputs, PluginConfigs, Resolved};
+use anyhow::{anyhow, Result};
+use openclaw_plugin_api::{HostServices, PluginKind};
+
+/// The resolved configuration and the loaded plugins of a run.
+pub struct RunPlugins {
+    /// The configuration, plugin tables included.
+    pub resolved: Resolved,
+    /// The loaded plugins.
+    pub registry: Registry,
+    /// Which plugin serves each kind.
+    pub assignments: Vec<Assignment>,
+}
+
+impl RunPlugins {
+    /// Resolves `inputs()` and loads the plugins it names (building them when stale).
+    pub fn load(inputs: impl Fn() -> ConfigInputs) -> Result<RunPlugins> {
+        let first = resolve(&inputs(), &PluginConfigs::default())?;
+        let mut registry = Registry::new();
+        let assignments = assign(&first.config, &mut registry)?;
+        let mut plugins = PluginConfigs {
+            loaded: true,
+            ..Default::default()
+        };
+        let main_name = registry
+            .plugins()
+            .first()
+            .filter(|_| !first.config.plugin.is_empty())
+            .map(|p| p.name().to_string());
+        for p in registry.plugins() {
+            let entry = (p.name().to_string(), p.manifest.default_config.to_string());
+            if Some(p.name()) == main_name.as_deref() {
+                plugins.main = Some(entry);
+            } else {
+                plugins.others.push(entry);
+            }
+        }
+        let resolved = resolve(&inputs(), &plugins)?;
+        Ok(RunPlugins {
+            resolved,
+            registry,
+            assignments,
+        })
+    }
+
+    /// The plugin serving `kind`, if any.
+    pub fn plugin_for(&self, kind: PluginKind) -> Option<&str> {
+        self.assignments
+            .iter()
+            .find(|a| a.kind == kind)
+            .map(|a| a.plugin.as_str())
+    }
+
+    /// The resolved configuration (TOML text) of the plugin `name`.
+    pub fn config_of(&self, name: &str) -> String {
+        self.resolved
+            .plugins
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.to_toml())
+            .unwrap_or_default()
+    }
+
+    fn required(&self, kind: PluginKind) -> Result<&str> {
+        self.plugin_for(kind).ok_or_else(|| {
+            anyhow!(
+                "no plugin provides kind `{kind}`: give --plugin (a method such as methods/combine){}",
+                match kind {
+                    PluginKind::Loss => " or --custom-loss-function-path",
+                    PluginKind::Reward => " or --custom-rm-path",
+                    _ => "",
+                }
+            )
+        })
+    }
+
+    /// Constructs the run's loss.
+    pub fn loss(&self, host: HostServices) -> Result<LossHandle> {
+        let name = self.required(PluginKind::Loss)?;
+        let p = self
+            .registry
+            .get(name)
+            .expect("assigned plugins are loaded");
+        LossHandle::new(p, &self.config_of(name), host)
+    }
+
+    /// The loss plugin's resolved configuration.
+    pub fn loss_config(&self) -> String {
+        self.plugin_for(PluginKind::Loss)
+            .map(|n| self.config_of(n))
+            .unwrap_or_default()
+    }
+
+    /// Constructs the run's reward.
+    pub fn reward(&self, host: HostServices) -> Result<RewardHandle> {
+        let name = self.required(PluginKind::Reward)?;
+        let p = self
+            .registry
+            .get(name)
+            .expect("assigned plugins are loaded");
+        RewardHandle::new(p, &self.config_of(name), host)
+    }
+}

@@ -1,0 +1,11 @@
+//! The host side of training: trainer settings from the run configuration, training samples
+//! from recorded or hand-written turns, and a training session that steps, logs, checkpoints
+//! and publishes. `train`, `sft` and `run` share it.
+
+pub mod samples;
+pub mod session;
+pub mod settings;
+
+pub use samples::{sample_from, turn_from_record, TurnTokens};
+pub use session::{SessionOptions, TrainSession, RUN_STATE_FILE};
+pub use settings::train_config;

@@ -1,0 +1,263 @@
+//! A training session: a trainer started fresh or resumed from a checkpoint, with its log,
+//! periodic checkpoints that carry the tokenizer files and the caller's own state, and the
+//! missing behaviour logprobs of hand-written samples filled in before a step.
+
+use crate::plugin::LossHandle;
+use anyhow::{bail, Context, Result};
+use burn::backend::Autodiff;
+use openclaw_engine::{score, CpuBackend, ScoreOptions, ScoreRequest};
+use openclaw_plugin_api::TrainingSample;
+use openclaw_train::checkpoint::is_complete;
+use openclaw_train::export::TOKENIZER_FILES;
+use openclaw_train::{resolve_checkpoint, ExtraFile, StepReport, TrainConfig, TrainLog, Trainer};
+use std::path::{Path, PathBuf};
+
+/// The backend training runs on.
+pub type TrainBackend = Autodiff<CpuBackend>;
+
+/// The caller's own state inside a checkpoint (e.g. which buffer records were consumed).
+pub const RUN_STATE_FILE: &str = "run_state.json";
+
+/// Where a session reads and writes.
+#[derive(Clone, Debug, Default)]
+pub struct SessionOptions {
+    /// The model to start from (and to take tokenizer files from).
+    pub model_dir: PathBuf,
+    /// Where checkpoints go (none: no checkpoints).
+    pub save_dir: Option<PathBuf>,
+    /// Checkpoint every this many steps (0: only when asked).
+    pub save_interval: u64,
+    /// Checkpoints kept.
+    pub keep: usize,
+    /// `""` (start fresh), `latest`, or a checkpoint directory.
+    pub resume: String,
+    /// Where `training.log` goes.
+    pub log_dir: PathBuf,
+    /// No human line per step (a progress bar or the caller prints instead).
+    pub quiet: bool,
+}
+
+/// A trainer with its log and checkpoints.
+pub struct TrainSession {
+    /// The trainer.
+    pub trainer: Trainer<TrainBackend>,
+    /// The log.
+    pub log: TrainLog,
+    /// The checkpoint writer.
+    pub checkpoints: Checkpointer,
+    opts: SessionOptions,
+    /// The checkpoint the session resumed from.
+    pub resumed_from: Option<PathBuf>,
+    /// The caller's state saved in that checkpoint ([`RUN_STATE_FILE`]).
+    pub run_state: Option<Vec<u8>>,
+}
+
+/// Writes checkpoints on schedule, with the tokenizer files and the caller's state.
+pub struct Checkpointer {
+    save_dir: Option<PathBuf>,
+    interval: u64,
+    keep: usize,
+    tokenizer_files: Vec<ExtraFile>,
+    last_saved: u64,
+}
+
+impl Checkpointer {
+    /// Whether the step just taken is due a checkpoint.
+    pub fn due(&self, trainer: &Trainer<TrainBackend>) -> bool {
+        let step = trainer.state().step;
+        self.save_dir.is_some()
+            && self.interval > 0
+            && step > self.last_saved
+            && step % self.interval == 0
+    }
+
+    /// Saves a checkpoint now (with the tokenizer files and `run_state`), unless this step is
+    /// already saved or no save directory is set.
+    pub fn save(
+        &mut self,
+        trainer: &Trainer<TrainBackend>,
+        run_state: Option<&[u8]>,
+    ) -> Result<Option<PathBuf>> {
+        let Some(save_dir) = self.save_dir.clone() else {
+            return Ok(None);
+        };
+        if trainer.state().step == self.last_saved {
+            return Ok(None);
+        }
+        let mut extras = self.tokenizer_files.clone();
+        if let Some(s) = run_state {
+            extras.push(ExtraFile {
+                name: RUN_STATE_FILE.into(),
+                contents: s.to_vec(),
+            });
+        }
+        let dir = trainer.save_checkpoint_with(&save_dir, self.keep, &extras)?;
+        self.last_saved = trainer.state().step;
+        Ok(Some(dir))
+    }
+}
+
+/// Whether a loss configuration asks for a KL term: a positive `kl_coef` (or `kl_loss_coef`)
+/// at the top level or in a `[loss]` table. Only then is the reference model kept and run.
+pub fn needs_reference(loss_config_toml: &str) -> bool {
+    let Ok(t) = loss_config_toml.parse::<toml::Table>() else {
+        return false;
+    };
+    let positive = |t: &toml::Table| {
+        ["kl_coef", "kl_loss_coef"].iter().any(|k| {
+            t.get(*k)
+                .and_then(|v| v.as_float().or(v.as_integer().map(|i| i as f64)))
+                .is_some_and(|x| x > 0.0)
+        })
+    };
+    positive(&t)
+        || t.get("loss")
+            .and_then(|v| v.as_table())
+            .is_some_and(positive)
+}
+
+impl TrainSession {
+    /// Starts from `opts.model_dir`, or resumes from `opts.resume` (`latest` looks in the save
+    /// directory). The reference model, when `config.use_reference` is on without LoRA, is the
+    /// model directory's weights (the run's starting point), also after a resume.
+    pub fn start(config: TrainConfig, opts: SessionOptions) -> Result<Self> {
+        let device = Default::default();
+        let tokenizer_files = TOKENIZER_FILES
+            .iter()
+            .map(|f| opts.model_dir.join(f))
+            .filter(|p| p.is_file())
+            .map(|p| ExtraFile::copy_of(&p))
+            .collect::<Result<Vec<_>>>()?;
+        let (mut trainer, resumed_from, run_state) = if opts.resume.is_empty() {
+            let t = Trainer::<TrainBackend>::from_pretrained(&opts.model_dir, config, &device)?;
+            (t, None, None)
+        } else {
+            let dir = if opts.resume == "latest" {
+                let save = opts
+                    .save_dir
+                    .as_deref()
+                    .context("--resume-from-checkpoint latest needs --save-dir to look in")?;
+                resolve_checkpoint(save, "latest")?
+            } else {
+                let p = PathBuf::from(&opts.resume);
+                if !is_complete(&p) {
+                    bail!(
+                        "--resume-from-checkpoint {}: not a complete checkpoint directory",
+                        p.display()
+                    );
+                }
+                p
+            };
+            let t = Trainer::<TrainBackend>::resume(&dir, config, &device)?;
+            let state = std::fs::read(dir.join(RUN_STATE_FILE)).ok();
+            (t, Some(dir), state)
+        };
+        if trainer.config().use_reference && trainer.config().lora.is_none() {
+            let reference = openclaw_engine::load_model::<CpuBackend>(&opts.model_dir, &device)
+                .with_context(|| {
+                    format!(
+                        "cannot load the reference model {}",
+                        opts.model_dir.display()
+                    )
+                })?;
+            trainer.set_reference(reference);
+        }
+        let log = TrainLog::open(&opts.log_dir)?;
+        let log = if opts.quiet { log.quiet() } else { log };
+        let checkpoints = Checkpointer {
+            save_dir: opts.save_dir.clone(),
+            interval: opts.save_interval,
+            keep: opts.keep,
+            tokenizer_files,
+            last_saved: trainer.state().step,
+        };
+        Ok(TrainSession {
+            trainer,
+            log,
+            checkpoints,
+            opts,
+            resumed_from,
+            run_state,
+        })
+    }
+
+    /// Replaces how step lines are shown (a progress bar, say).
+    pub fn set_log(&mut self, log: TrainLog) {
+        self.log = log;
+    }
+
+    /// Fills empty behaviour logprobs with the current weights' (hand-written data has none:
+    /// the step is then on-policy with ratio 1).
+    pub fn fill_logprobs(&self, samples: &mut [TrainingSample]) -> Result<()> {
+        let missing: Vec<usize> = samples
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.rollout_logprobs.len() != s.response_ids.len())
+            .map(|(i, _)| i)
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let model = self.trainer.inference_model();
+        let requests: Vec<ScoreRequest> = missing
+            .iter()
+            .map(|&i| {
+                ScoreRequest::new(
+                    samples[i].prompt_ids.to_vec(),
+                    samples[i].response_ids.to_vec(),
+                )
+            })
+            .collect();
+        let scored = score(&model, &requests, &ScoreOptions::default())?;
+        for (&i, r) in missing.iter().zip(scored) {
+            samples[i].rollout_logprobs = r.logprobs.into();
+        }
+        Ok(())
+    }
+
+    /// One RL step through the loss plugin, logged.
+    pub fn rl_step(
+        &mut self,
+        samples: &mut [TrainingSample],
+        loss: &LossHandle,
+    ) -> Result<StepReport> {
+        self.fill_logprobs(samples)?;
+        let report = self.trainer.train_step(samples, &|b| loss.compute(b))?;
+        self.log.record(&report)?;
+        Ok(report)
+    }
+
+    /// Checkpoints if the step just taken is due one.
+    pub fn maybe_save(&mut self, run_state: Option<&[u8]>) -> Result<Option<PathBuf>> {
+        if self.checkpoints.due(&self.trainer) {
+            self.checkpoints.save(&self.trainer, run_state)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Saves a checkpoint now (unless this step is saved already).
+    pub fn save(&mut self, run_state: Option<&[u8]>) -> Result<Option<PathBuf>> {
+        self.checkpoints.save(&self.trainer, run_state)
+    }
+
+    /// The model directory the session started from.
+    pub fn model_dir(&self) -> &Path {
+        &self.opts.model_dir
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_reference_runs_only_for_a_positive_kl_coefficient() {
+        assert!(!needs_reference(""));
+        assert!(!needs_reference("kl_coef = 0.0\neps_clip = 0.2"));
+        assert!(needs_reference("kl_coef = 0.02"));
+        assert!(needs_reference("kl_loss_coef = 1"));
+        assert!(!needs_reference("not toml ["));
+        assert!(needs_reference("[loss]\nkl_coef = 0.1"));
+    }
+}

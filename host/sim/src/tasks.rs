@@ -341,6 +341,9 @@ const CATEGORY_PHRASES: [&str; 6] = [
     "Tell me three {}.",
     "Which {} do you know?",
 ];
+/// Both phrasings of every sum and product, so that training sees each fact asked two ways
+/// and a held-out phrasing of a trained fact can be answered.
+const ARITHMETIC_PHRASES: [&str; 2] = ["What is {}?", "Compute {}."];
 
 /// Every task, in a fixed order.
 pub fn all_tasks() -> Vec<Task> {
@@ -389,17 +392,15 @@ pub fn all_tasks() -> Vec<Task> {
         for b in 1..=9u32 {
             for (op, word) in [('+', "plus"), ('*', "times")] {
                 let result = if op == '+' { a + b } else { a * b };
-                let prompt = if (a + b) % 2 == 0 {
-                    format!("What is {a} {word} {b}?")
-                } else {
-                    format!("Compute {a} {word} {b}.")
-                };
-                out.push(Task {
-                    kind: TaskKind::Arithmetic,
-                    prompt,
-                    subject: format!("{a} {word} {b}"),
-                    must_mention: result.to_string(),
-                });
+                let subject = format!("{a} {word} {b}");
+                for p in ARITHMETIC_PHRASES {
+                    out.push(Task {
+                        kind: TaskKind::Arithmetic,
+                        prompt: p.replace("{}", &subject),
+                        subject: subject.clone(),
+                        must_mention: result.to_string(),
+                    });
+                }
             }
         }
     }
@@ -415,25 +416,62 @@ pub struct TaskSet {
     pub eval: Vec<Task>,
 }
 
+/// Held-out tasks per kind.
+const HELD_OUT_PER_KIND: usize = 20;
+
+/// The order in which the phrasings of a kind with `p` phrasings are taken for holding out:
+/// the first, the middle one, then the rest, so that a subject that loses two phrasings keeps
+/// dissimilar ones in training.
+fn phrasing_order(p: usize) -> Vec<usize> {
+    let mut order = vec![0, p / 2];
+    order.extend((1..p).filter(|&i| i != p / 2));
+    order.dedup();
+    order
+}
+
 impl TaskSet {
-    /// The standard split: every k-th task of each kind is held out until 20 per kind are.
+    /// The standard split: new phrasings of subjects that training knows, so that an answer
+    /// can be on topic and the split measures style, not knowledge the model never saw (a
+    /// tiny model cannot work out a product it was never told).
+    ///
+    /// Each kind is a subject × phrasing grid (for arithmetic the subject is the sum or
+    /// product). Held-out cells run along diagonals: in round `r`, subject `s` loses phrasing
+    /// `(s + offset_r) % phrasings`, the subjects spread over the kind when there are more
+    /// than 20. So every held-out subject keeps most of its phrasings in training, and every
+    /// phrasing is trained with most subjects.
     pub fn standard() -> TaskSet {
         let mut train = Vec::new();
         let mut eval = Vec::new();
         let all = all_tasks();
-        for kind in [
-            TaskKind::Animal,
-            TaskKind::Tips,
-            TaskKind::Arithmetic,
-            TaskKind::Concept,
-            TaskKind::Category,
-        ] {
+        let grids = [
+            (TaskKind::Animal, ANIMAL_PHRASES.len()),
+            (TaskKind::Tips, TIP_PHRASES.len()),
+            (TaskKind::Arithmetic, ARITHMETIC_PHRASES.len()),
+            (TaskKind::Concept, CONCEPT_PHRASES.len()),
+            (TaskKind::Category, CATEGORY_PHRASES.len()),
+        ];
+        for (kind, phrasings) in grids {
+            // Subject-major order: task i is subject i / phrasings, phrasing i % phrasings.
             let of_kind: Vec<&Task> = all.iter().filter(|t| t.kind == kind).collect();
-            let stride = (of_kind.len() / 20).max(1);
+            let subjects = of_kind.len() / phrasings;
+            let spread: Vec<usize> = if subjects > HELD_OUT_PER_KIND {
+                (0..HELD_OUT_PER_KIND)
+                    .map(|k| k * subjects / HELD_OUT_PER_KIND)
+                    .collect()
+            } else {
+                (0..subjects).collect()
+            };
+            let mut held = std::collections::HashSet::new();
+            'rounds: for offset in phrasing_order(phrasings) {
+                for &s in &spread {
+                    if held.len() == HELD_OUT_PER_KIND {
+                        break 'rounds;
+                    }
+                    held.insert(s * phrasings + (s + offset) % phrasings);
+                }
+            }
             for (i, t) in of_kind.into_iter().enumerate() {
-                if i % stride == stride - 1
-                    && eval.iter().filter(|e: &&Task| e.kind == kind).count() < 20
-                {
+                if held.contains(&i) {
                     eval.push(t.clone());
                 } else {
                     train.push(t.clone());
@@ -463,5 +501,41 @@ mod tests {
         let prompts: std::collections::HashSet<_> =
             all_tasks().into_iter().map(|t| t.prompt).collect();
         assert_eq!(prompts.len(), all_tasks().len(), "prompts are distinct");
+    }
+
+    #[test]
+    fn held_out_tasks_are_new_phrasings_of_trained_subjects() {
+        let s = TaskSet::standard();
+        let template = |t: &Task| t.prompt.replace(&t.subject, "{}");
+        let trained: std::collections::HashSet<(TaskKind, String)> =
+            s.train.iter().map(|t| (t.kind, template(t))).collect();
+        for kind in [
+            TaskKind::Animal,
+            TaskKind::Tips,
+            TaskKind::Arithmetic,
+            TaskKind::Concept,
+            TaskKind::Category,
+        ] {
+            let held: Vec<&Task> = s.eval.iter().filter(|t| t.kind == kind).collect();
+            assert_eq!(held.len(), 20, "{kind:?}");
+            for t in held {
+                assert!(
+                    s.train.iter().any(|x| x.subject == t.subject),
+                    "the subject of {} is trained",
+                    t.prompt
+                );
+                assert!(
+                    trained.contains(&(kind, template(t))),
+                    "the phrasing of {} is trained",
+                    t.prompt
+                );
+            }
+        }
+        // And no held-out prompt is trained.
+        for t in &s.train {
+            assert!(!s.eval.iter().any(|e| e.prompt == t.prompt));
+        }
+        assert_eq!(phrasing_order(4), vec![0, 2, 1, 3]);
+        assert_eq!(phrasing_order(5), vec![0, 2, 1, 3, 4]);
     }
 }

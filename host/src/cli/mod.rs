@@ -1,12 +1,17 @@
 //! The command line: parsing with clap and one module per command; no logic of its own beyond
 //! printing.
 
+mod bench_serve;
 mod buffer_cmd;
 mod config_cmd;
+pub mod default_model_cmd;
+pub mod eval_cmd;
 mod export_cmd;
 pub mod flags;
 pub mod model_cmd;
+pub mod plot_cmd;
 mod plugins;
+pub mod run_cmd;
 pub mod serve_cmd;
 pub mod train_cmd;
 
@@ -63,6 +68,22 @@ pub enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+    /// Write the built-in default model (the copy compiled into this binary, or built from its
+    /// recipe: SFT of a 1M-parameter Qwen3 on simulated conversations) to a directory.
+    InitDefaultModel {
+        /// The directory (default: $OPENCLAW_HOME/default-model, else the user cache).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// SFT steps (another recipe: built, not copied).
+        #[arg(long)]
+        steps: Option<u64>,
+        /// Build even when the directory or the binary already has the recipe's model.
+        #[arg(long)]
+        rebuild: bool,
+    },
+    /// Evaluate a model on held-out simulated prompts (no hint, plain hint, markdown hint):
+    /// plain, markdown, invalid and on-topic shares with 95% intervals.
+    Eval(eval_cmd::EvalFlags),
     /// Complete one prompt; with --json, also the prompt ids, sampled ids and logprobs.
     Generate {
         /// The model directory.
@@ -91,13 +112,32 @@ pub enum Command {
         #[command(flatten)]
         sample: SampleFlags,
     },
-    /// Measure this machine: `bench engine` (prefill, decode at batch 1 and 8, scoring).
+    /// Measure this machine: `bench engine` (prefill, decode at batch 1 and 8, scoring),
+    /// `bench train` (training tokens/s), `bench serve` (load test with and without training).
     Bench {
-        /// What to measure: engine.
+        /// What to measure: engine, train or serve.
         what: String,
+        /// serve: the model (default: MODEL_PATH).
+        #[arg(long, env = "MODEL_PATH")]
+        model_path: Option<String>,
+        /// serve: the method of the training run.
+        #[arg(long, default_value = "methods/binary-rl")]
+        plugin: String,
+        /// serve: concurrent streaming clients.
+        #[arg(long, default_value_t = 8)]
+        clients: usize,
+        /// serve: seconds per run.
+        #[arg(long, default_value_t = 20)]
+        seconds: u64,
+        /// serve: tokens per answer.
+        #[arg(long, default_value_t = 32)]
+        max_tokens: u32,
     },
     /// Serve the OpenAI-compatible API and record every main turn (no training).
     Serve(flags::RunFlags),
+    /// Serve, collect, judge and train in one process (with no model given: the built-in
+    /// default with simulated users, showing the policy learn).
+    Run(flags::RunFlags),
     /// RL on trajectory files (`{session_id, turns: [...]}`), scored by their `reward` field or
     /// the method's reward plugin, with the run's optimizer, LoRA and checkpoint settings.
     Train {
@@ -138,6 +178,9 @@ pub enum Command {
         #[arg(long, default_value = "float32")]
         dtype: String,
     },
+    /// Plot learning curves from JSON Lines logs (training.log, eval logs) to a PNG, one panel
+    /// per metric, one line per log.
+    Plot(plot_cmd::PlotArgs),
     /// Read the durable buffer of recorded turns.
     Buffer {
         /// The buffer command.
@@ -236,6 +279,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Plugins { command } => plugins::run(command),
         Command::Config(flags) => config_cmd::run(&flags),
         Command::Buffer { command } => buffer_cmd::run(command),
+        Command::Plot(args) => plot_cmd::run(&args),
         Command::InitModel {
             arch,
             preset,
@@ -275,7 +319,14 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             model_cmd::chat(&model_path, system.as_deref(), &sample.args())?;
             Ok(0)
         }
+        Command::InitDefaultModel {
+            out,
+            steps,
+            rebuild,
+        } => default_model_cmd::run(out.as_deref(), steps, rebuild),
+        Command::Eval(flags) => eval_cmd::run(&flags),
         Command::Serve(flags) => serve_cmd::run(&flags),
+        Command::Run(flags) => run_cmd::run(&flags),
         Command::Train { run, epochs } => train_cmd::train(&run, &epochs),
         Command::Sft {
             run,
@@ -290,24 +341,108 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             tokenizer,
             dtype,
         } => export_cmd::run(&checkpoint, &save_dir, &out, tokenizer.as_deref(), &dtype),
-        Command::Bench { what } => {
-            if what != "engine" {
-                anyhow::bail!("unknown benchmark `{what}` (known: engine)");
+        Command::Bench {
+            what,
+            model_path,
+            plugin,
+            clients,
+            seconds,
+            max_tokens,
+        } => match what.as_str() {
+            "engine" => bench_engine(),
+            "train" => bench_train(),
+            "serve" => {
+                let model = match model_path {
+                    Some(m) => m,
+                    None => builtin_model_path()?,
+                };
+                let reports = bench_serve::run(&bench_serve::ServeBenchOptions {
+                    model,
+                    plugin,
+                    clients,
+                    seconds,
+                    max_tokens,
+                })?;
+                println!("{}", serde_json::to_string_pretty(&reports)?);
+                if let [a, b] = &reports[..] {
+                    println!(
+                        "ttft p50 {:.1} ms without training, {:.1} ms with ({} steps): ratio {:.2}; p99 {:.1} vs {:.1} ms: ratio {:.2}; failed {} and {}",
+                        a.ttft_p50_ms, b.ttft_p50_ms, b.train_steps, b.ttft_p50_ms / a.ttft_p50_ms,
+                        a.ttft_p99_ms, b.ttft_p99_ms, b.ttft_p99_ms / a.ttft_p99_ms, a.failed, b.failed
+                    );
+                }
+                Ok(0)
             }
-            let cfg = openclaw_engine::bench::BenchConfig::default();
-            eprintln!(
-                "engine benchmark: Qwen3 vocab {}, hidden {}, {} layers, {}/{} heads; {}-token prompts, {} new tokens",
-                cfg.model.vocab_size,
-                cfg.model.hidden_size,
-                cfg.model.num_hidden_layers,
-                cfg.model.num_attention_heads,
-                cfg.model.num_key_value_heads,
-                cfg.prompt_len,
-                cfg.new_tokens
-            );
-            let report = openclaw_engine::bench::run(&cfg)?;
-            println!("{}", serde_json::to_string_pretty(&report)?);
-            Ok(0)
-        }
+            other => anyhow::bail!("unknown benchmark `{other}` (known: engine, train, serve)"),
+        },
     }
+}
+
+fn bench_engine() -> anyhow::Result<i32> {
+    let cfg = openclaw_engine::bench::BenchConfig::default();
+    eprintln!(
+        "engine benchmark: Qwen3 vocab {}, hidden {}, {} layers, {}/{} heads; {}-token prompts, {} new tokens",
+        cfg.model.vocab_size,
+        cfg.model.hidden_size,
+        cfg.model.num_hidden_layers,
+        cfg.model.num_attention_heads,
+        cfg.model.num_key_value_heads,
+        cfg.prompt_len,
+        cfg.new_tokens
+    );
+    let report = openclaw_engine::bench::run(&cfg)?;
+    println!("{}", serde_json::to_string_pretty(&report)?);
+    Ok(0)
+}
+
+/// Peak resident memory of this process (Linux), in MiB.
+fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kb: f64 = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kb / 1024.0)
+}
+
+fn bench_train() -> anyhow::Result<i32> {
+    use openclaw_train::bench::{run, BenchConfig};
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(2);
+    let mut out = Vec::new();
+    // The built-in default's shape (about 1M parameters) and the larger bench shape.
+    let small = BenchConfig {
+        model: openclaw_engine::ModelConfig::qwen3(2048, 128, 384, 4, 4, 2, 32, true),
+        batch: 32,
+        seq: 64,
+        ..BenchConfig::tiny()
+    };
+    for (name, mut cfg) in [("tiny-1M", small), ("bench-4L-256", BenchConfig::tiny())] {
+        cfg.data_parallel = threads;
+        cfg.iters = 5;
+        let r =
+            run::<burn::backend::Autodiff<openclaw_engine::CpuBackend>>(&cfg, &Default::default())?;
+        eprintln!(
+            "{name}: {}x{} tokens per step, best {:.0} tok/s, mean {:.0} tok/s ({threads} threads)",
+            cfg.batch, cfg.seq, r.best_tokens_per_s, r.mean_tokens_per_s
+        );
+        out.push(serde_json::json!({"config": name, "batch": cfg.batch, "seq": cfg.seq, "threads": threads, "result": r}));
+    }
+    println!(
+        "{}",
+        serde_json::to_string_pretty(
+            &serde_json::json!({"runs": out, "peak_rss_mib": peak_rss_mib()})
+        )?
+    );
+    Ok(0)
+}
+
+/// The built-in default model's directory (built on first use).
+pub fn builtin_model_path() -> anyhow::Result<String> {
+    run_cmd::builtin_model().map(|p| p.display().to_string())
 }

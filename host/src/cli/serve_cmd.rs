@@ -20,27 +20,42 @@ pub struct Served {
     pub engine: Arc<PolicyEngine<CpuBackend>>,
     /// The shared state of the handlers.
     pub app: Arc<App<CpuBackend>>,
+    /// Every record the buffer held when it was opened.
+    pub replay: crate::buffer::Replay,
 }
 
-/// Builds the server's state from a resolved configuration.
+/// Builds the server's state from a resolved configuration, serving `cfg.model_path`.
 pub fn build(
     cfg: &RunConfig,
-    sink: Option<std::sync::mpsc::Sender<crate::collect::CollectEvent>>,
+    sink: Option<std::sync::mpsc::SyncSender<crate::collect::CollectEvent>>,
     metrics: Arc<Metrics>,
 ) -> Result<Served> {
     if cfg.model_path.is_empty() {
         bail!("no model: set MODEL_PATH or --model-path to a model directory (config.json, safetensors, tokenizer.json)");
     }
+    build_from(cfg, Path::new(&cfg.model_path), 0, sink, metrics)
+}
+
+/// Builds the server's state serving the model in `model_dir` (a model or checkpoint
+/// directory) as weight version `version`.
+pub fn build_from(
+    cfg: &RunConfig,
+    model_dir: &Path,
+    version: u64,
+    sink: Option<std::sync::mpsc::SyncSender<crate::collect::CollectEvent>>,
+    metrics: Arc<Metrics>,
+) -> Result<Served> {
     if cfg.backend != "embedded" {
         bail!(
             "backend `{}` is not available in this build; use --backend embedded",
             cfg.backend
         );
     }
-    let files = ModelFiles::<CpuBackend>::load(Path::new(&cfg.model_path), &Default::default())?;
+    let files = ModelFiles::<CpuBackend>::load(model_dir, &Default::default())?;
+    metrics.weight_version.set(version as i64);
     let engine = Arc::new(PolicyEngine::start(
         files,
-        0,
+        version,
         SchedulerOptions {
             max_batch: cfg.max_batch_size as usize,
             max_inflight: cfg.max_inflight as usize,
@@ -57,7 +72,13 @@ pub fn build(
     for w in &replay.warnings {
         tracing::warn!("{w}");
     }
-    let recorder = Recorder::new(Arc::new(log), sink);
+    let overflow = metrics.clone();
+    let recorder = Recorder::new(Arc::new(log), sink).on_dropped(Arc::new(move || {
+        overflow
+            .queue_overflow
+            .get_or_create(&Metrics::label("queue", "collect"))
+            .inc();
+    }));
     let sessions = Arc::new(Mutex::new(SessionTracker::new(TrackerOptions {
         default_turn_type: if cfg.default_turn_type == "side" {
             TurnType::Side
@@ -81,14 +102,35 @@ pub fn build(
             record_turns: cfg.enable_rl_intercept,
         },
     });
-    Ok(Served { engine, app })
+    Ok(Served {
+        engine,
+        app,
+        replay,
+    })
 }
 
 /// Serves until Ctrl-C, closing idle sessions every few seconds.
 pub async fn serve(app: Arc<App<CpuBackend>>, host: &str, port: u16) -> Result<()> {
-    let listener = tokio::net::TcpListener::bind((host, port))
+    let listener = bind(host, port).await?;
+    serve_on(listener, app, async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+    .await
+}
+
+/// Listens on `host:port` (port 0 picks a free one).
+pub async fn bind(host: &str, port: u16) -> Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind((host, port))
         .await
-        .with_context(|| format!("cannot listen on {host}:{port}"))?;
+        .with_context(|| format!("cannot listen on {host}:{port}"))
+}
+
+/// Serves on `listener` until `shutdown` completes, closing idle sessions every few seconds.
+pub async fn serve_on(
+    listener: tokio::net::TcpListener,
+    app: Arc<App<CpuBackend>>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<()> {
     let addr = listener.local_addr()?;
     eprintln!("serving {} on http://{addr}/v1", app.opts.served_model_name);
     let sweeper = app.clone();
@@ -111,9 +153,7 @@ pub async fn serve(app: Arc<App<CpuBackend>>, host: &str, port: u16) -> Result<(
         }
     });
     axum::serve(listener, router(app))
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
+        .with_graceful_shutdown(shutdown)
         .await
         .context("the server stopped")?;
     Ok(())

@@ -26,22 +26,17 @@ use std::sync::Arc;
 /// How many passes and how the data is cut, for both commands.
 #[derive(clap::Args, Debug, Clone)]
 pub struct EpochFlags {
-    /// Passes over the data.
+    /// Passes over the data (`--max-steps` stops sooner).
     #[arg(long, default_value_t = 1)]
     pub num_epochs: usize,
-    /// Stop after this many optimizer steps (0: no limit).
-    #[arg(long, default_value_t = 0)]
-    pub max_steps: u64,
 }
 
-impl EpochFlags {
-    /// The step to stop at: the end of the data, or `--max-steps` when sooner.
-    fn stop_at(&self, schedule_steps: u64) -> u64 {
-        if self.max_steps > 0 {
-            schedule_steps.min(self.max_steps)
-        } else {
-            schedule_steps
-        }
+/// The step to stop at: the end of the data, or `--max-steps` when sooner.
+fn stop_at(cfg: &RunConfig, schedule_steps: u64) -> u64 {
+    if cfg.max_steps > 0 {
+        schedule_steps.min(cfg.max_steps)
+    } else {
+        schedule_steps
     }
 }
 
@@ -207,7 +202,7 @@ pub fn train(flags: &RunFlags, epochs: &EpochFlags) -> Result<i32> {
     // The schedule spans the whole data; --max-steps only stops early, so a run cut short
     // and resumed follows the same learning rates as one that runs straight through.
     let schedule_steps = per_epoch * epochs.num_epochs as u64;
-    let total = epochs.stop_at(schedule_steps);
+    let total = stop_at(&cfg, schedule_steps);
     let mut tc = train_config(&cfg, schedule_steps)?;
     tc.use_reference = needs_reference(&run.loss_config());
     let mut session = TrainSession::start(tc, session_options(&cfg, true))?;
@@ -277,7 +272,7 @@ pub fn sft(
         shuffle: true,
     };
     let schedule_steps = opts.total_steps(examples.len());
-    let total = epochs.stop_at(schedule_steps);
+    let total = stop_at(&cfg, schedule_steps);
     let tc = train_config(&cfg, schedule_steps)?;
     let mut session = TrainSession::start(tc, session_options(&cfg, true))?;
     let bar = progress_bar(total, "sft");

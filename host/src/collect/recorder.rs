@@ -1,10 +1,14 @@
 //! The recorder: what serving hands to collection. Every turn, next state and session end is
 //! appended to the durable buffer first, then passed on to the collection loop (when one runs).
+//!
+//! Overflow: the channel to collection is bounded and serving never waits on it. When it is
+//! full the event is counted (`openclaw_queue_overflow_total{queue="collect"}`) and not passed
+//! on; it is still in the buffer, and the next start's replay judges and trains it.
 
 use crate::buffer::{Log, Record};
 use anyhow::Result;
 use openclaw_plugin_api::{NextState, Turn};
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{SyncSender, TrySendError};
 use std::sync::Arc;
 
 /// What collection hears, each already durable under its buffer sequence number.
@@ -39,13 +43,24 @@ pub enum CollectEvent {
 #[derive(Clone)]
 pub struct Recorder {
     log: Arc<Log>,
-    sink: Option<Sender<CollectEvent>>,
+    sink: Option<SyncSender<CollectEvent>>,
+    dropped: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 impl Recorder {
     /// A recorder on `log`; `sink` receives each event after it is durable.
-    pub fn new(log: Arc<Log>, sink: Option<Sender<CollectEvent>>) -> Self {
-        Recorder { log, sink }
+    pub fn new(log: Arc<Log>, sink: Option<SyncSender<CollectEvent>>) -> Self {
+        Recorder {
+            log,
+            sink,
+            dropped: None,
+        }
+    }
+
+    /// Calls `count` for every event the full channel could not take.
+    pub fn on_dropped(mut self, count: Arc<dyn Fn() + Send + Sync>) -> Self {
+        self.dropped = Some(count);
+        self
     }
 
     /// The buffer.
@@ -55,8 +70,12 @@ impl Recorder {
 
     fn notify(&self, ev: CollectEvent) {
         if let Some(s) = &self.sink {
-            // A stopped collection loop loses nothing: the buffer has the record.
-            let _ = s.send(ev);
+            // A stopped or full collection loop loses nothing: the buffer has the record.
+            if let Err(TrySendError::Full(_)) = s.try_send(ev) {
+                if let Some(count) = &self.dropped {
+                    count();
+                }
+            }
         }
     }
 

@@ -443,6 +443,22 @@ pub const KEYS: &[KeySpec] = &[
         "optimizer steps between weight publications",
     ),
     key(
+        "max_steps",
+        Int,
+        "0",
+        &[],
+        "max-steps",
+        "stop after this many optimizer steps (0: run until stopped or the data ends)",
+    ),
+    key(
+        "simulate_users",
+        Int,
+        "0",
+        &["OPENCLAW_SIMULATE_USERS"],
+        "simulate-users",
+        "simulated users talking to the server during `run` (the built-in default uses 8)",
+    ),
+    key(
         "max_tokens_per_batch",
         Int,
         "8192",

@@ -60,6 +60,8 @@ pub struct RunConfig {
     pub max_staleness: u64,
     pub stale_policy: String,
     pub update_weights_interval: u32,
+    pub max_steps: u64,
+    pub simulate_users: u32,
     pub max_tokens_per_batch: u32,
     pub lr: f64,
     pub lr_schedule: String,

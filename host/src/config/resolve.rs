@@ -360,7 +360,13 @@ fn range_checked(s: &KeySpec, v: Value, src: &Source) -> Result<Value> {
 fn parse_raw(s: &KeySpec, raw: &str, src: &Source) -> Result<Value> {
     let t = raw.trim();
     let v = match s.kind {
-        Kind::Str => Value::String(raw.to_string()),
+        // `--set key="text"` is TOML-shaped; the quotes are not part of the value.
+        Kind::Str => Value::String(
+            raw.strip_prefix('"')
+                .and_then(|r| r.strip_suffix('"'))
+                .unwrap_or(raw)
+                .to_string(),
+        ),
         Kind::Int => Value::Integer(t.parse().map_err(|_| {
             anyhow!(
                 "invalid value for `{}` = `{raw}` (from {src}): expected a whole number",

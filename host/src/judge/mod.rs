@@ -1,6 +1,7 @@
 //! Judges: the models the methods' reward plugins ask, and the pool that runs them.
 
 pub mod endpoint;
+pub mod local;
 pub mod pool;
 pub mod rule;
 
@@ -13,10 +14,13 @@ use openclaw_plugin_api::JudgeSettings;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The judge a run's reward plugin asks: the endpoint of `--judge-endpoint` when set, else the
-/// rule-based judge (which reads the next state; the built-in default's judge).
+/// The judge a run's reward plugin asks: for chat verdicts the endpoint of `--judge-endpoint`,
+/// else the local model of `--judge-model-path`, else the rule-based judge (which reads the
+/// next state; the built-in default's judge); for class probabilities the classifier of
+/// `--prm-model-path` when given.
 pub fn from_config(cfg: &RunConfig) -> Result<Arc<dyn JudgeService>> {
-    if !cfg.judge_endpoint.is_empty() {
+    let path = |p: &str| (!p.is_empty()).then(|| std::path::PathBuf::from(p));
+    let chat: Arc<dyn JudgeService> = if !cfg.judge_endpoint.is_empty() {
         let j = EndpointJudge::new(EndpointOptions {
             base_url: cfg.judge_endpoint.clone(),
             api_key: cfg.judge_api_key.clone(),
@@ -24,15 +28,42 @@ pub fn from_config(cfg: &RunConfig) -> Result<Arc<dyn JudgeService>> {
             timeout: Duration::from_secs(cfg.judge_timeout),
         })?;
         tracing::info!("judging with {} at {}", j.model(), cfg.judge_endpoint);
-        return Ok(Arc::new(j));
+        Arc::new(j)
+    } else if let Some(d) = path(&cfg.judge_model_path) {
+        Arc::new(local::LocalJudge::load(
+            Some(&d),
+            None,
+            Arc::new(crate::metrics::Metrics::new()),
+        )?)
+    } else {
+        Arc::new(rule::RuleJudge)
+    };
+    match path(&cfg.prm_model_path) {
+        None => Ok(chat),
+        Some(d) => Ok(Arc::new(WithClassifier {
+            chat,
+            prm: local::LocalJudge::load(None, Some(&d), Arc::new(crate::metrics::Metrics::new()))?,
+        })),
     }
-    if !cfg.judge_model_path.is_empty() {
-        anyhow::bail!(
-            "--judge-model-path: a local judge model is not available in this build; serve the \
-             judge with any OpenAI-compatible server and give --judge-endpoint URL"
-        );
+}
+
+/// Chat verdicts from one judge, class probabilities from a local classifier.
+struct WithClassifier {
+    chat: Arc<dyn JudgeService>,
+    prm: local::LocalJudge,
+}
+
+impl JudgeService for WithClassifier {
+    fn complete(
+        &self,
+        req: &openclaw_plugin_api::JudgeRequest,
+    ) -> std::result::Result<Vec<std::result::Result<String, String>>, String> {
+        self.chat.complete(req)
     }
-    Ok(Arc::new(rule::RuleJudge))
+
+    fn classify(&self, text: &str) -> std::result::Result<Vec<f32>, String> {
+        self.prm.classify(text)
+    }
 }
 
 /// The judge settings a run passes to its reward plugin.

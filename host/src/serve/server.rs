@@ -439,6 +439,7 @@ where
                     "choices": [{"index": 0, "message": reply, "finish_reason": finish_reason(pipeline.stopped(), &g, !m.tool_calls.is_empty()), "logprobs": Value::Null}],
                     "usage": usage(&k, &g),
                     "session_id": k.assignment.session_id,
+                    "weight_version": g.weight_version,
                 }));
             }
         }

@@ -128,7 +128,13 @@ impl TrainSession {
             .filter(|p| p.is_file())
             .map(|p| ExtraFile::copy_of(&p))
             .collect::<Result<Vec<_>>>()?;
-        let (mut trainer, resumed_from, run_state) = if opts.resume.is_empty() {
+        // `latest` with nothing saved yet is a fresh start (launch scripts pass it always).
+        let nothing_saved = opts.resume == "latest"
+            && opts
+                .save_dir
+                .as_deref()
+                .is_none_or(|d| openclaw_train::list_checkpoints(d).map_or(true, |c| c.is_empty()));
+        let (mut trainer, resumed_from, run_state) = if opts.resume.is_empty() || nothing_saved {
             let t = Trainer::<TrainBackend>::from_pretrained(&opts.model_dir, config, &device)?;
             (t, None, None)
         } else {

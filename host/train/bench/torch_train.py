@@ -1,37 +1,45 @@
-"""PyTorch reference for openclaw-train's bench: the same tiny Qwen3 and the same work per step
-(forward, shifted cross-entropy over 255 targets per row, backward, AdamW with torch defaults
-and lr 1e-4, no clipping) on 8 x 256 random tokens, 2 threads.
+"""PyTorch reference for `openclaw-host bench train`: the same Qwen3 shapes and the same work
+per step (forward, shifted cross-entropy, backward, AdamW lr 1e-4, no clipping) on random
+tokens, 2 threads. Prints one JSON line per configuration.
 
-    /work/venv-ref/bin/python host/train/bench/torch_train.py [iters]
+    python host/train/bench/torch_train.py [iters]
+
+Needs torch and transformers (`pip install torch transformers`); `compare.sh` runs both sides.
 """
 
 import json
+import resource
 import sys
 import time
 
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
+# name: (vocab, hidden, intermediate, layers, heads, kv heads, head dim, batch, seq), as in
+# host/src/cli/mod.rs `bench_train`.
+CONFIGS = {
+    "tiny-1M": (2048, 128, 384, 4, 4, 2, 32, 32, 64),
+    "bench-4L-256": (4096, 256, 768, 4, 8, 4, 32, 8, 256),
+}
 
-def main() -> None:
-    iters = int(sys.argv[1]) if len(sys.argv) > 1 else 3
-    torch.set_num_threads(2)
+
+def bench(name: str, iters: int) -> dict:
+    vocab, hidden, inter, layers, heads, kv, hd, batch, seq = CONFIGS[name]
     torch.manual_seed(0)
     cfg = Qwen3Config(
-        vocab_size=4096,
-        hidden_size=256,
-        intermediate_size=768,
-        num_hidden_layers=4,
-        num_attention_heads=8,
-        num_key_value_heads=4,
-        head_dim=32,
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=inter,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        head_dim=hd,
         tie_word_embeddings=True,
         max_position_embeddings=4096,
     )
     model = Qwen3ForCausalLM(cfg).float().train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    batch, seq = 8, 256
-    ids = torch.randint(0, cfg.vocab_size, (batch, seq))
+    ids = torch.randint(0, vocab, (batch, seq))
 
     def step() -> None:
         out = model(input_ids=ids, labels=ids)
@@ -46,12 +54,22 @@ def main() -> None:
         step()
         times.append((time.perf_counter() - t) * 1e3)
     tokens = batch * seq
-    best = min(times)
-    mean = sum(times) / len(times)
-    print(json.dumps({"step_ms": times, "best_tokens_per_s": tokens / best * 1e3,
-                      "mean_tokens_per_s": tokens / mean * 1e3}))
-    print(f"torch train {batch}x{seq}: best {tokens / best * 1e3:.0f} tok/s, "
-          f"mean {tokens / mean * 1e3:.0f} tok/s")
+    return {
+        "config": name,
+        "batch": batch,
+        "seq": seq,
+        "step_ms": times,
+        "best_tokens_per_s": tokens / min(times) * 1e3,
+        "mean_tokens_per_s": tokens / (sum(times) / len(times)) * 1e3,
+    }
+
+
+def main() -> None:
+    iters = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    torch.set_num_threads(2)
+    runs = [bench(name, iters) for name in CONFIGS]
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"runs": runs, "peak_rss_mib": peak}))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,28 @@
+//! The loops of `run` besides serving, connected by bounded channels:
+//!
+//! - collection ([`collect`]): turns from the recorder wait for their next state (or their
+//!   session's end), then go to the judge pool;
+//! - the judge pool ([`crate::judge::pool`]): the method's reward plugin scores each turn;
+//!   [`samples`] records the verdict and, for trainable turns, a training sample, durably,
+//!   before handing the sample to training;
+//! - training ([`train_loop`]): batches of ready samples, admission by staleness, a step
+//!   through the loss plugin, weight publication to serving, checkpoints that record which
+//!   samples were consumed.
+//!
+//! [`replay`] rebuilds the pending work from the durable buffer after a restart.
+//!
+//! Queues and what happens when one is full: recorder → collection (bounded; overflow is
+//! counted and the event is left to the next replay, serving never waits); collection → judge
+//! pool (bounded; collection waits); judge pool → training (bounded; judge workers wait). The
+//! table of turns waiting for a next state is capped; the oldest are judged as if their
+//! session had ended.
+
+pub mod collect;
+pub mod replay;
+pub mod samples;
+pub mod train_loop;
+
+pub use collect::{Collection, CollectionOptions};
+pub use replay::{replay, ReplayPlan};
+pub use samples::SampleMaker;
+pub use train_loop::{ConsumedState, StepEvent, TrainLoop, TrainLoopOptions};

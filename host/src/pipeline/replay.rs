@@ -1,0 +1,208 @@
+//! After a restart: what the buffer holds that was not finished. Samples not consumed by the
+//! checkpoint train; turns judged trainable without a sample get one; turns never judged are
+//! judged (those still waiting for a next state when the host stopped are judged as if their
+//! session had ended: the session table did not survive the restart).
+
+use super::train_loop::ConsumedState;
+use crate::buffer::{Envelope, Record};
+use openclaw_plugin_api::{NextState, Score, TrainingSample, Turn, TurnType};
+use std::collections::{HashMap, HashSet};
+
+/// The unfinished work found in the buffer.
+#[derive(Debug, Default)]
+pub struct ReplayPlan {
+    /// Recorded samples the checkpoint did not consume, in buffer order.
+    pub to_train: Vec<(u64, TrainingSample)>,
+    /// Turns judged trainable whose sample was never written.
+    pub to_sample: Vec<(Turn, Score)>,
+    /// Turns to judge: (turn's sequence number, turn with its next state if any, session
+    /// closed or not).
+    pub to_judge: Vec<(u64, Turn, bool)>,
+    /// Samples the checkpoint had consumed (skipped).
+    pub already_trained: usize,
+}
+
+type Key = (String, u32);
+
+/// Plans the replay of `records` given what the checkpoint consumed.
+pub fn replay(records: &[Envelope], consumed: &ConsumedState) -> ReplayPlan {
+    let mut turns: Vec<(u64, Turn)> = Vec::new();
+    let mut next: HashMap<Key, NextState> = HashMap::new();
+    let mut judged: HashMap<Key, Score> = HashMap::new();
+    let mut sampled: HashSet<Key> = HashSet::new();
+    let mut plan = ReplayPlan::default();
+    for e in records {
+        match &e.record {
+            Record::Turn { turn } => {
+                if turn.turn_type == TurnType::Main && turn.trainable {
+                    turns.push((e.seq, (**turn).clone()));
+                }
+            }
+            Record::NextState {
+                session_id,
+                turn_index,
+                next_state,
+            } => {
+                next.insert((session_id.clone(), *turn_index), next_state.clone());
+            }
+            Record::Judgement {
+                session_id,
+                turn_index,
+                score,
+            } => {
+                judged.insert((session_id.clone(), *turn_index), (**score).clone());
+            }
+            Record::Sample { sample } => {
+                sampled.insert((sample.session_id.to_string(), sample.turn_index));
+                if e.seq > consumed.consumed_through {
+                    plan.to_train.push((e.seq, (**sample).clone()));
+                } else {
+                    plan.already_trained += 1;
+                }
+            }
+            Record::SessionClosed { .. } => {}
+        }
+    }
+    for (seq, mut turn) in turns {
+        let key = (turn.session_id.to_string(), turn.turn_index);
+        if let Some(ns) = next.remove(&key) {
+            turn.next_state = Some(ns).into();
+        }
+        match judged.get(&key) {
+            Some(score) => {
+                if score.trainable && !sampled.contains(&key) {
+                    plan.to_sample.push((turn, score.clone()));
+                }
+            }
+            None => {
+                let closed = turn.next_state.is_none();
+                plan.to_judge.push((seq, turn, closed));
+            }
+        }
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::training::sample_from;
+    use openclaw_plugin_api::Message;
+
+    fn turn(session: &str, i: u32) -> Turn {
+        Turn {
+            session_id: session.into(),
+            turn_index: i,
+            turn_type: TurnType::Main,
+            prompt_messages: vec![Message::new("user", "q")].into(),
+            tools_json: "".into(),
+            response: Message::new("assistant", "a"),
+            prompt_ids: vec![1, 2].into(),
+            response_ids: vec![3].into(),
+            response_logprobs: vec![-0.5].into(),
+            weight_version: 0,
+            next_state: None.into(),
+            trainable: true,
+        }
+    }
+
+    fn env(seq: u64, record: Record) -> Envelope {
+        Envelope {
+            seq,
+            at_ms: 0,
+            record,
+        }
+    }
+
+    fn score(trainable: bool) -> Score {
+        Score {
+            value: 1.0,
+            trainable,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn unfinished_work_is_found_and_consumed_samples_are_skipped() {
+        let ns = NextState {
+            role: "user".into(),
+            content: "thanks".into(),
+            messages: vec![Message::new("user", "thanks")].into(),
+        };
+        let judged = |s: &str| Record::Judgement {
+            session_id: s.into(),
+            turn_index: 0,
+            score: Box::new(score(true)),
+        };
+        let sample = |s: &str| Record::Sample {
+            sample: Box::new(sample_from(&turn(s, 0), &score(true), 0)),
+        };
+        let records = vec![
+            // a: judged and sampled before the checkpoint
+            env(
+                1,
+                Record::Turn {
+                    turn: Box::new(turn("a", 0)),
+                },
+            ),
+            env(2, judged("a")),
+            env(3, sample("a")),
+            // b: judged and sampled after it
+            env(
+                4,
+                Record::Turn {
+                    turn: Box::new(turn("b", 0)),
+                },
+            ),
+            env(5, judged("b")),
+            env(6, sample("b")),
+            // c: judged, the sample was never written
+            env(
+                7,
+                Record::Turn {
+                    turn: Box::new(turn("c", 0)),
+                },
+            ),
+            env(8, judged("c")),
+            // d: got its next state, never judged
+            env(
+                9,
+                Record::Turn {
+                    turn: Box::new(turn("d", 0)),
+                },
+            ),
+            env(
+                10,
+                Record::NextState {
+                    session_id: "d".into(),
+                    turn_index: 0,
+                    next_state: ns,
+                },
+            ),
+            // e: still waiting when the host stopped
+            env(
+                11,
+                Record::Turn {
+                    turn: Box::new(turn("e", 0)),
+                },
+            ),
+        ];
+        let plan = replay(
+            &records,
+            &ConsumedState {
+                consumed_through: 3,
+            },
+        );
+        assert_eq!(plan.already_trained, 1);
+        assert_eq!(plan.to_train.len(), 1);
+        assert_eq!(plan.to_train[0].0, 6);
+        assert_eq!(plan.to_sample.len(), 1);
+        assert_eq!(plan.to_sample[0].0.session_id.as_str(), "c");
+        let judge: Vec<(&str, bool, bool)> = plan
+            .to_judge
+            .iter()
+            .map(|(_, t, closed)| (t.session_id.as_str(), t.next_state.is_some(), *closed))
+            .collect();
+        assert_eq!(judge, vec![("d", true, false), ("e", false, true)]);
+    }
+}

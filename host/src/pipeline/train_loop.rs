@@ -1,0 +1,179 @@
+//! Training in the background: ready samples are batched (`--rollout-batch-size`, or a partial
+//! batch after `--batch-timeout`), admitted by staleness, trained through the loss plugin, and
+//! the new weights published to serving every `--update-weights-interval` steps. Checkpoints
+//! record the last consumed sample's sequence number, so a restart trains nothing twice.
+
+use super::samples::QueuedSample;
+use crate::metrics::Metrics;
+use crate::plugin::LossHandle;
+use crate::training::TrainSession;
+use anyhow::Result;
+use openclaw_engine::{CpuBackend, Model, Published};
+use openclaw_plugin_api::TrainingSample;
+use openclaw_train::StepReport;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What a checkpoint of a run records besides the trainer's own state.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConsumedState {
+    /// Every sample with a sequence number up to this one was trained or dropped.
+    pub consumed_through: u64,
+}
+
+/// Settings of the training loop.
+#[derive(Clone, Debug)]
+pub struct TrainLoopOptions {
+    /// Samples per step.
+    pub batch: usize,
+    /// A partial batch trains after waiting this long for the rest.
+    pub batch_timeout: Duration,
+    /// Weight versions a sample may lag.
+    pub max_staleness: u64,
+    /// Samples over `max_staleness`: dropped (`false`) or trained with the importance
+    /// correction of their recorded behaviour logprobs (`true`).
+    pub correct_stale: bool,
+    /// Steps between weight publications.
+    pub update_interval: u64,
+    /// Stop after this many steps in all (0: run until stopped).
+    pub max_steps: u64,
+}
+
+/// What the loop reports after each step.
+#[derive(Clone, Debug)]
+pub struct StepEvent {
+    /// The step's report.
+    pub report: StepReport,
+    /// The version now serving.
+    pub weight_version: u64,
+    /// Samples dropped as too stale in this step's admission.
+    pub dropped_stale: usize,
+    /// Buffer sequence numbers of the samples trained.
+    pub sample_seqs: Vec<u64>,
+}
+
+/// The training loop.
+pub struct TrainLoop {
+    /// The session (trainer, log, checkpoints).
+    pub session: TrainSession,
+    /// The run's loss.
+    pub loss: LossHandle,
+    /// Where new weights are published.
+    pub weights: Arc<Published<Model<CpuBackend>>>,
+    /// Settings.
+    pub opts: TrainLoopOptions,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// What has been consumed.
+    pub consumed: ConsumedState,
+}
+
+impl TrainLoop {
+    fn run_state(&self) -> Vec<u8> {
+        serde_json::to_vec_pretty(&self.consumed).expect("plain data serialises")
+    }
+
+    /// Splits `batch` into samples to train and the number dropped as too stale.
+    pub fn admit(&self, batch: Vec<QueuedSample>) -> (Vec<QueuedSample>, usize) {
+        let v = self.session.trainer.state().weight_version;
+        let mut kept = Vec::with_capacity(batch.len());
+        let mut dropped = 0;
+        for (seq, s) in batch {
+            let lag = v.saturating_sub(s.weight_version);
+            if lag > self.opts.max_staleness && !self.opts.correct_stale {
+                dropped += 1;
+                self.metrics.stale_dropped.inc();
+            } else {
+                self.metrics.sample_staleness.observe(lag as f64);
+                kept.push((seq, s));
+            }
+        }
+        (kept, dropped)
+    }
+
+    /// Trains until `stop` is set, the channel closes or `max_steps` is reached; calls
+    /// `on_step` after every step. Saves a checkpoint at the end.
+    pub fn run(
+        mut self,
+        rx: Receiver<QueuedSample>,
+        stop: Arc<AtomicBool>,
+        mut on_step: impl FnMut(&StepEvent),
+    ) -> Result<TrainSession> {
+        let mut ready: Vec<QueuedSample> = Vec::new();
+        let mut first_ready: Option<Instant> = None;
+        let mut closed = false;
+        loop {
+            let done_steps =
+                self.opts.max_steps > 0 && self.session.trainer.state().step >= self.opts.max_steps;
+            if stop.load(Ordering::SeqCst) || done_steps {
+                break;
+            }
+            let full = ready.len() >= self.opts.batch;
+            let timed_out = first_ready.is_some_and(|t| t.elapsed() >= self.opts.batch_timeout)
+                && !ready.is_empty();
+            if !(full || timed_out || (closed && !ready.is_empty())) {
+                if closed {
+                    break;
+                }
+                match rx.recv_timeout(Duration::from_millis(50)) {
+                    Ok(item) => {
+                        first_ready.get_or_insert_with(Instant::now);
+                        ready.push(item);
+                    }
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => closed = true,
+                }
+                self.metrics
+                    .queue_depth
+                    .get_or_create(&Metrics::label("queue", "train"))
+                    .set(ready.len() as i64);
+                continue;
+            }
+            let take = ready.len().min(self.opts.batch);
+            let batch: Vec<QueuedSample> = ready.drain(..take).collect();
+            first_ready = (!ready.is_empty()).then(Instant::now);
+            let last_seq = batch.last().map(|(s, _)| *s).unwrap_or(0);
+            let (kept, dropped) = self.admit(batch);
+            if kept.is_empty() {
+                self.consumed.consumed_through = self.consumed.consumed_through.max(last_seq);
+                continue;
+            }
+            let sample_seqs: Vec<u64> = kept.iter().map(|(q, _)| *q).collect();
+            let mut samples: Vec<TrainingSample> = kept.into_iter().map(|(_, s)| s).collect();
+            let report = match self.session.rl_step(&mut samples, &self.loss) {
+                Ok(r) => r,
+                Err(e) => {
+                    // A failed step (a loss plugin error, a non-finite gradient) skips the
+                    // batch; the weights are unchanged and serving goes on.
+                    tracing::error!("training step failed, its samples are skipped: {e:#}");
+                    self.consumed.consumed_through = self.consumed.consumed_through.max(last_seq);
+                    continue;
+                }
+            };
+            self.consumed.consumed_through = self.consumed.consumed_through.max(last_seq);
+            self.metrics.train_steps.inc();
+            self.metrics.train_loss.set(report.loss);
+            let step = self.session.trainer.state().step;
+            if step % self.opts.update_interval.max(1) == 0 {
+                let v = self.session.trainer.publish(&self.weights);
+                self.metrics.weight_version.set(v as i64);
+            }
+            let state = self.run_state();
+            if let Err(e) = self.session.maybe_save(Some(&state)) {
+                tracing::error!("cannot save a checkpoint: {e:#}");
+            }
+            on_step(&StepEvent {
+                report,
+                weight_version: self.weights.version(),
+                dropped_stale: dropped,
+                sample_seqs,
+            });
+        }
+        let state = self.run_state();
+        self.session.save(Some(&state))?;
+        Ok(self.session)
+    }
+}

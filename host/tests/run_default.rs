@@ -1,0 +1,68 @@
+//! The main command's short form, as CI runs it: `openclaw-host run --plugin methods/combine`
+//! with no model given (the built-in default, simulated users over HTTP, the rule-based
+//! judge). The share of first answers that meet the users' preference must rise, and the
+//! answers must stay on topic and varied.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn the_built_in_default_learns_the_users_preference() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let steps = std::env::var("OPENCLAW_TEST_RUN_STEPS").unwrap_or_else(|_| "40".into());
+    let o = Command::new(env!("CARGO_BIN_EXE_openclaw-host"))
+        .current_dir(dir)
+        .arg("run")
+        .arg("--plugin")
+        .arg(workspace().join("methods/combine"))
+        .args(["--max-steps", &steps, "--port", &free_port().to_string()])
+        .env_remove("MODEL_PATH")
+        .env("OPENCLAW_HOME", dir.join("home"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let lines: Vec<Value> = std::fs::read_to_string(dir.join("logs/score.log"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let last = lines.last().expect("score lines");
+    let start = err
+        .lines()
+        .find(|l| l.starts_with("first answers meeting the preference"))
+        .expect("the summary line");
+    // "first answers meeting the preference: 0.31 with the starting weights (n=..), ..."
+    let base: f64 = start
+        .split(": ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .expect("the starting share");
+    let end = last["preferred"].as_f64().unwrap();
+    eprintln!("{err}");
+    assert!(
+        base < 0.6,
+        "the starting model already meets the preference: {base}"
+    );
+    assert!(end >= base + 0.25, "preferred share {base:.2} -> {end:.2}");
+    assert!(last["on_topic"].as_f64().unwrap() >= 0.85, "{last}");
+    assert!(last["distinct"].as_f64().unwrap() >= 0.5, "{last}");
+}

@@ -26,7 +26,7 @@ fn free_port() -> u16 {
 fn the_built_in_default_learns_the_users_preference() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let steps = std::env::var("OPENCLAW_TEST_RUN_STEPS").unwrap_or_else(|_| "40".into());
+    let steps = std::env::var("OPENCLAW_TEST_RUN_STEPS").unwrap_or_else(|_| "60".into());
     let o = Command::new(env!("CARGO_BIN_EXE_openclaw-host"))
         .current_dir(dir)
         .arg("run")
@@ -65,4 +65,6 @@ fn the_built_in_default_learns_the_users_preference() {
     assert!(end >= base + 0.25, "preferred share {base:.2} -> {end:.2}");
     assert!(last["on_topic"].as_f64().unwrap() >= 0.85, "{last}");
     assert!(last["distinct"].as_f64().unwrap() >= 0.5, "{last}");
+    let png = std::fs::read(dir.join("logs/learning_curve.png")).unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
 }

@@ -37,11 +37,23 @@ pub struct WindowStats {
     pub versions: (u64, u64),
 }
 
-/// Every first answer so far, with rolling statistics.
+/// Counts of one weight version's first answers, kept for the whole run.
+#[derive(Clone, Copy, Debug, Default)]
+struct Counts {
+    n: usize,
+    preferred: usize,
+    plain: usize,
+    on_topic: usize,
+    invalid: usize,
+}
+
+/// Every first answer so far: the recent ones whole (for rolling windows), and counts per
+/// weight version for the whole run (so the starting weights' share survives long runs).
 #[derive(Default)]
 pub struct Scoreboard {
     answers: Mutex<VecDeque<FirstAnswer>>,
     total: Mutex<usize>,
+    by_version: Mutex<std::collections::BTreeMap<u64, Counts>>,
 }
 
 /// Answers kept for windows (older ones are only counted).
@@ -50,6 +62,15 @@ const KEEP: usize = 4096;
 impl Scoreboard {
     /// Adds an answer.
     pub fn add(&self, a: FirstAnswer) {
+        {
+            let mut m = self.by_version.lock().unwrap_or_else(|e| e.into_inner());
+            let c = m.entry(a.weight_version).or_default();
+            c.n += 1;
+            c.preferred += (a.verdict == Verdict::Plain && a.on_topic) as usize;
+            c.plain += (a.verdict == Verdict::Plain) as usize;
+            c.on_topic += a.on_topic as usize;
+            c.invalid += (a.verdict == Verdict::Invalid) as usize;
+        }
         let mut q = self.answers.lock().unwrap_or_else(|e| e.into_inner());
         q.push_back(a);
         if q.len() > KEEP {
@@ -70,13 +91,38 @@ impl Scoreboard {
         stats(q.iter().skip(skip))
     }
 
-    /// Statistics of the answers written by weight versions in `lo..=hi`.
+    /// Statistics of the answers written by weight versions in `lo..=hi`, over the whole run
+    /// (`distinct` only over the answers still kept for windows).
     pub fn by_versions(&self, lo: u64, hi: u64) -> WindowStats {
-        let q = self.answers.lock().unwrap_or_else(|e| e.into_inner());
-        stats(
-            q.iter()
-                .filter(|a| a.weight_version >= lo && a.weight_version <= hi),
-        )
+        let mut w = {
+            let q = self.answers.lock().unwrap_or_else(|e| e.into_inner());
+            stats(
+                q.iter()
+                    .filter(|a| a.weight_version >= lo && a.weight_version <= hi),
+            )
+        };
+        let m = self.by_version.lock().unwrap_or_else(|e| e.into_inner());
+        let mut c = Counts::default();
+        let mut versions = (u64::MAX, 0);
+        for (v, x) in m.range(lo..=hi) {
+            c.n += x.n;
+            c.preferred += x.preferred;
+            c.plain += x.plain;
+            c.on_topic += x.on_topic;
+            c.invalid += x.invalid;
+            versions = (versions.0.min(*v), versions.1.max(*v));
+        }
+        if c.n == 0 {
+            return WindowStats::default();
+        }
+        let n = c.n as f64;
+        w.n = c.n;
+        w.preferred = c.preferred as f64 / n;
+        w.plain = c.plain as f64 / n;
+        w.on_topic = c.on_topic as f64 / n;
+        w.invalid = c.invalid as f64 / n;
+        w.versions = versions;
+        w
     }
 }
 
@@ -145,5 +191,12 @@ mod tests {
         assert_eq!((v0.n, v0.preferred, v0.on_topic), (2, 0.0, 0.5));
         assert_eq!(b.by_versions(7, 9), WindowStats::default());
         assert_eq!(b.total(), 5);
+        // The starting weights' share survives answers beyond what windows keep.
+        for _ in 0..KEEP + 10 {
+            b.add(a(5, Verdict::Plain, true, "later"));
+        }
+        let v0 = b.by_versions(0, 0);
+        assert_eq!((v0.n, v0.preferred), (2, 0.0));
+        assert_eq!(b.recent(KEEP * 2).n, KEEP);
     }
 }

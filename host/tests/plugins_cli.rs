@@ -393,12 +393,12 @@ fn config_prints_every_value_with_its_source() {
         "config",
         "--plugin",
         "methods/opd",
-        "--custom-rm-path",
+        "--rollout-function-path",
         "examples/my-method",
     ]);
     assert_one_line_error(
         &o,
-        "--custom-rm-path examples/my-method: plugin `my-method` does not provide kind `reward`",
+        "--rollout-function-path examples/my-method: plugin `my-method` does not provide kind `rollout`",
     );
     // A replacement that provides the kind takes it over.
     let o = host(&[

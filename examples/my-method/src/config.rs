@@ -17,6 +17,21 @@ pub struct MyConfig {
     pub clip_eps: f32,
     /// Weight of the KL penalty.
     pub kl_coef: f32,
+    /// The reward's table, read by [`MyRewardConfig`](crate::MyRewardConfig).
+    #[serde(rename = "reward")]
+    _reward: OtherTable,
+}
+
+/// The reward's table in the same file: accepted here, read by the reward.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct OtherTable;
+
+impl<'de> Deserialize<'de> for OtherTable {
+    fn deserialize<D: openclaw_plugin_api::serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Self, D::Error> {
+        openclaw_plugin_api::serde::de::IgnoredAny::deserialize(d).map(|_| OtherTable)
+    }
 }
 
 impl Default for MyConfig {
@@ -25,6 +40,7 @@ impl Default for MyConfig {
         MyConfig {
             clip_eps: 0.2,
             kl_coef: 0.02,
+            _reward: OtherTable,
         }
     }
 }

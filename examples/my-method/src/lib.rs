@@ -10,17 +10,20 @@
 
 mod config;
 mod loss;
+mod reward;
 
 pub use config::{MyConfig, DEFAULT_CONFIG};
 pub use loss::MyLoss;
+pub use reward::{classifier_text, MyReward, MyRewardConfig};
 
 // The name is what `--plugin` and the logs call it; `loss: MyLoss` says this library provides
 // a loss, built by `MyLoss::new`.
 openclaw_plugin_api::export_plugin! {
     name: "my-method",
-    description: "A clipped policy-gradient loss with a KL penalty, written in plain Rust as a template",
+    description: "A clipped policy-gradient loss with a KL penalty, and a classifier reward model, written in plain Rust as a template",
     default_config: include_str!("../config.toml"),
     loss: MyLoss,
+    reward: MyReward,
 }
 
 #[cfg(test)]
@@ -34,7 +37,7 @@ mod tests {
             include_str!("../plugin.toml"),
             env!("CARGO_PKG_VERSION"),
         );
-        assert_eq!(kinds, ["loss"]);
+        assert_eq!(kinds, ["loss", "reward"]);
         assert_eq!(m.default_config.as_str(), super::DEFAULT_CONFIG);
     }
 

@@ -1,5 +1,7 @@
-//! Weights in Hugging Face safetensors form: reading, writing, random initialisation.
+//! Weights in Hugging Face safetensors form: reading, writing, random initialisation; and
+//! reading llama.cpp's GGUF files ([`gguf`]).
 
+pub mod gguf;
 pub mod init;
 pub mod load;
 pub mod safetensors;

@@ -1,0 +1,1153 @@
+//! Dequantisers on hand-built blocks, the reader on hand-built files (every error case), and a
+//! check of the real SmolLM2 file when `scripts/fetch-smollm2.sh` has fetched it.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+
+use half::{bf16, f16};
+
+use super::dequant::{dequantize, k_scale_min, GgmlType, SUPPORTED};
+use super::reader::{GgufFile, MetaType, MetaValue};
+
+// ---------------------------------------------------------------------------------------------
+// Building blocks and files
+
+fn f16_bytes(v: f32) -> [u8; 2] {
+    f16::from_f32(v).to_bits().to_le_bytes()
+}
+
+/// Little-endian writer for GGUF bytes.
+#[derive(Default)]
+struct W(Vec<u8>);
+
+impl W {
+    fn u32(&mut self, v: u32) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+
+    fn u64(&mut self, v: u64) {
+        self.0.extend_from_slice(&v.to_le_bytes());
+    }
+
+    fn str(&mut self, s: &str) {
+        self.u64(s.len() as u64);
+        self.0.extend_from_slice(s.as_bytes());
+    }
+
+    fn value(&mut self, v: &MetaValue) {
+        match v {
+            MetaValue::U8(x) => self.0.push(*x),
+            MetaValue::I8(x) => self.0.push(*x as u8),
+            MetaValue::U16(x) => self.0.extend_from_slice(&x.to_le_bytes()),
+            MetaValue::I16(x) => self.0.extend_from_slice(&x.to_le_bytes()),
+            MetaValue::U32(x) => self.u32(*x),
+            MetaValue::I32(x) => self.0.extend_from_slice(&x.to_le_bytes()),
+            MetaValue::F32(x) => self.0.extend_from_slice(&x.to_le_bytes()),
+            MetaValue::Bool(x) => self.0.push(*x as u8),
+            MetaValue::String(s) => self.str(s),
+            MetaValue::Array(t, vs) => {
+                self.u32(meta_id(*t));
+                self.u64(vs.len() as u64);
+                for x in vs {
+                    self.value(x);
+                }
+            }
+            MetaValue::U64(x) => self.u64(*x),
+            MetaValue::I64(x) => self.0.extend_from_slice(&x.to_le_bytes()),
+            MetaValue::F64(x) => self.0.extend_from_slice(&x.to_le_bytes()),
+        }
+    }
+
+    fn kv(&mut self, key: &str, v: &MetaValue) {
+        self.str(key);
+        self.u32(meta_id(v.meta_type()));
+        self.value(v);
+    }
+
+    fn pad_to(&mut self, align: usize) {
+        while self.0.len() % align != 0 {
+            self.0.push(0);
+        }
+    }
+}
+
+/// The GGUF id of a metadata type, written out independently of `MetaType::from_id`.
+fn meta_id(t: MetaType) -> u32 {
+    match t {
+        MetaType::U8 => 0,
+        MetaType::I8 => 1,
+        MetaType::U16 => 2,
+        MetaType::I16 => 3,
+        MetaType::U32 => 4,
+        MetaType::I32 => 5,
+        MetaType::F32 => 6,
+        MetaType::Bool => 7,
+        MetaType::String => 8,
+        MetaType::Array => 9,
+        MetaType::U64 => 10,
+        MetaType::I64 => 11,
+        MetaType::F64 => 12,
+    }
+}
+
+/// A tensor to write: ggml dims, ggml type id, raw data, and optionally a forced offset.
+struct T {
+    name: &'static str,
+    dims: Vec<u64>,
+    ty: u32,
+    data: Vec<u8>,
+    offset: Option<u64>,
+}
+
+fn t(name: &'static str, dims: &[u64], ty: u32, data: Vec<u8>) -> T {
+    T {
+        name,
+        dims: dims.to_vec(),
+        ty,
+        data,
+        offset: None,
+    }
+}
+
+/// A GGUF file: header, metadata, tensor infos with aligned offsets, padding, tensor data (each
+/// tensor padded to `align` except the last, so the file ends where the last tensor does; with
+/// no tensors, it ends after the metadata). `align` must agree with any `general.alignment` in
+/// `kvs`.
+fn build(version: u32, kvs: &[(&str, MetaValue)], tensors: &[T], align: usize) -> Vec<u8> {
+    build_parts(version, kvs, tensors, align).0
+}
+
+/// [`build`], also returning where the tensor infos end (before the alignment padding).
+fn build_parts(
+    version: u32,
+    kvs: &[(&str, MetaValue)],
+    tensors: &[T],
+    align: usize,
+) -> (Vec<u8>, usize) {
+    let mut w = W::default();
+    w.0.extend_from_slice(b"GGUF");
+    w.u32(version);
+    w.u64(tensors.len() as u64);
+    w.u64(kvs.len() as u64);
+    for (k, v) in kvs {
+        w.kv(k, v);
+    }
+    let mut next = 0usize;
+    for t in tensors {
+        w.str(t.name);
+        w.u32(t.dims.len() as u32);
+        for &d in &t.dims {
+            w.u64(d);
+        }
+        w.u32(t.ty);
+        w.u64(t.offset.unwrap_or(next as u64));
+        next = (next + t.data.len()).next_multiple_of(align);
+    }
+    let header_end = w.0.len();
+    if tensors.is_empty() {
+        return (w.0, header_end);
+    }
+    w.pad_to(align);
+    for (i, t) in tensors.iter().enumerate() {
+        w.0.extend_from_slice(&t.data);
+        if i + 1 < tensors.len() {
+            w.pad_to(align);
+        }
+    }
+    (w.0, header_end)
+}
+
+/// Writes `bytes` to a temporary file and opens it; the file lives as long as the handle.
+fn open_bytes(bytes: &[u8]) -> (tempfile::NamedTempFile, anyhow::Result<GgufFile>) {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    f.write_all(bytes).unwrap();
+    f.flush().unwrap();
+    let g = GgufFile::open(f.path());
+    (f, g)
+}
+
+fn open_err(bytes: &[u8]) -> String {
+    match open_bytes(bytes).1 {
+        Ok(_) => panic!("expected the file to be rejected"),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
+fn s(v: &str) -> MetaValue {
+    MetaValue::String(v.into())
+}
+
+fn f32_data(vals: &[f32]) -> Vec<u8> {
+    vals.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// A Q8_0 block with scale `d` and quants `q`.
+fn q8_0_block(d: f32, q: [i8; 32]) -> Vec<u8> {
+    let mut b = f16_bytes(d).to_vec();
+    b.extend(q.iter().map(|&x| x as u8));
+    b
+}
+
+fn ramp_i8(start: i8) -> [i8; 32] {
+    std::array::from_fn(|i| start.wrapping_add(i as i8))
+}
+
+/// The metadata of the sample file: every scalar type, a string array, nested and empty arrays.
+fn sample_kvs(alignment: Option<u32>) -> Vec<(&'static str, MetaValue)> {
+    let mut kvs = vec![
+        ("general.architecture", s("llama")),
+        ("test.u8", MetaValue::U8(200)),
+        ("test.i8", MetaValue::I8(-100)),
+        ("test.u16", MetaValue::U16(60_000)),
+        ("test.i16", MetaValue::I16(-30_000)),
+        ("test.u32", MetaValue::U32(4_000_000_000)),
+        ("test.i32", MetaValue::I32(-2_000_000_000)),
+        ("test.f32", MetaValue::F32(1.5e-5)),
+        ("test.bool", MetaValue::Bool(true)),
+        ("test.u64", MetaValue::U64(u64::MAX - 1)),
+        ("test.i64", MetaValue::I64(i64::MIN + 1)),
+        ("test.f64", MetaValue::F64(-2.5e300)),
+        (
+            "tokenizer.ggml.tokens",
+            MetaValue::Array(
+                MetaType::String,
+                vec![s("<s>"), s("héllo"), s(""), s("▁world")],
+            ),
+        ),
+        (
+            "tokenizer.ggml.scores",
+            MetaValue::Array(
+                MetaType::F32,
+                vec![MetaValue::F32(0.0), MetaValue::F32(-1.25)],
+            ),
+        ),
+        (
+            "tokenizer.ggml.token_type",
+            MetaValue::Array(MetaType::I32, vec![MetaValue::I32(3), MetaValue::I32(1)]),
+        ),
+        (
+            "test.nested",
+            MetaValue::Array(
+                MetaType::Array,
+                vec![
+                    MetaValue::Array(
+                        MetaType::I16,
+                        vec![MetaValue::I16(1), MetaValue::I16(-2), MetaValue::I16(3)],
+                    ),
+                    MetaValue::Array(MetaType::U8, vec![]),
+                    MetaValue::Array(MetaType::String, vec![s("x")]),
+                ],
+            ),
+        ),
+        ("test.empty", MetaValue::Array(MetaType::F64, vec![])),
+    ];
+    if let Some(a) = alignment {
+        kvs.push(("general.alignment", MetaValue::U32(a)));
+    }
+    kvs
+}
+
+/// Three tensors of different types: F32 [2, 3], Q8_0 [2, 32], F16 [4].
+fn sample_tensors() -> Vec<T> {
+    let mut q8 = q8_0_block(0.25, ramp_i8(-16));
+    q8.extend(q8_0_block(-2.0, ramp_i8(90)));
+    let f16s: Vec<u8> = [1.0f32, -0.5, 65504.0, 0.1]
+        .iter()
+        .flat_map(|&v| f16_bytes(v))
+        .collect();
+    vec![
+        t(
+            "a.f32",
+            &[3, 2],
+            0,
+            f32_data(&[0.0, 1.0, 2.0, 3.0, 4.0, -5.5]),
+        ),
+        t("b.q8_0", &[32, 2], 8, q8),
+        t("c.f16", &[4], 1, f16s),
+    ]
+}
+
+fn sample_file(alignment: Option<u32>) -> Vec<u8> {
+    let align = alignment.unwrap_or(32) as usize;
+    build(3, &sample_kvs(alignment), &sample_tensors(), align)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dequantisers on hand-built blocks
+
+#[test]
+fn q4_0_block_with_known_nibbles() {
+    // Byte j: element j in the low nibble (value j), element 16 + j in the high one (15 - j).
+    let mut b = f16_bytes(0.5).to_vec();
+    b.extend((0..16u8).map(|j| j | ((15 - j) << 4)));
+    let v = dequantize(GgmlType::Q4_0, &b, 32).unwrap();
+    for j in 0..16 {
+        assert_eq!(v[j], (j as f32 - 8.0) * 0.5, "element {j}");
+        assert_eq!(v[16 + j], (7.0 - j as f32) * 0.5, "element {}", 16 + j);
+    }
+    assert_eq!(&v[..4], &[-4.0, -3.5, -3.0, -2.5]);
+    assert_eq!(v[31], -4.0);
+}
+
+#[test]
+fn q4_1_block_with_a_min() {
+    let mut b = f16_bytes(0.5).to_vec();
+    b.extend(f16_bytes(-1.0));
+    b.extend((0..16u8).map(|j| j | ((15 - j) << 4)));
+    let v = dequantize(GgmlType::Q4_1, &b, 32).unwrap();
+    for j in 0..16 {
+        assert_eq!(v[j], j as f32 * 0.5 - 1.0);
+        assert_eq!(v[16 + j], (15 - j) as f32 * 0.5 - 1.0);
+    }
+    assert_eq!((v[0], v[15], v[16]), (-1.0, 6.5, 6.5));
+}
+
+#[test]
+fn q8_0_blocks_including_extremes() {
+    let mut q = ramp_i8(-16);
+    q[0] = -128;
+    q[31] = 127;
+    let mut b = q8_0_block(0.25, q);
+    b.extend(q8_0_block(-3.0, [1; 32]));
+    let v = dequantize(GgmlType::Q8_0, &b, 64).unwrap();
+    assert_eq!(v[0], -32.0);
+    assert_eq!(v[1], -15.0 * 0.25);
+    assert_eq!(v[16], 0.0);
+    assert_eq!(v[31], 31.75);
+    assert!(v[32..].iter().all(|&x| x == -3.0));
+}
+
+#[test]
+fn q5_0_and_q5_1_fifth_bits() {
+    // Low 16 bits of qh = 0x5555: even elements 0..16 get the fifth bit; high 16 bits 0xAAAA:
+    // odd elements 16..32 do.
+    let qh = 0xAAAA_5555u32.to_le_bytes();
+    let qs: Vec<u8> = (0..16u8).map(|j| j | (j << 4)).collect();
+    let q = |e: usize| -> f32 {
+        let j = e % 16;
+        let fifth = if e < 16 { j % 2 == 0 } else { j % 2 == 1 };
+        (j + if fifth { 16 } else { 0 }) as f32
+    };
+
+    let mut b0 = f16_bytes(0.5).to_vec();
+    b0.extend(qh);
+    b0.extend(&qs);
+    let v = dequantize(GgmlType::Q5_0, &b0, 32).unwrap();
+    for (e, &x) in v.iter().enumerate() {
+        assert_eq!(x, (q(e) - 16.0) * 0.5, "Q5_0 element {e}");
+    }
+
+    let mut b1 = f16_bytes(0.5).to_vec();
+    b1.extend(f16_bytes(-2.0));
+    b1.extend(qh);
+    b1.extend(&qs);
+    let v = dequantize(GgmlType::Q5_1, &b1, 32).unwrap();
+    for (e, &x) in v.iter().enumerate() {
+        assert_eq!(x, q(e) * 0.5 - 2.0, "Q5_1 element {e}");
+    }
+}
+
+#[test]
+fn f16_bf16_f32_f64_round_trips() {
+    let vals = [
+        0.0f32,
+        -0.0,
+        1.0,
+        -1.5,
+        65504.0,
+        6.103_515_6e-5, // smallest normal f16
+        5.960_464_5e-8, // smallest subnormal f16
+        0.1,
+        f32::INFINITY,
+    ];
+    let b: Vec<u8> = vals.iter().flat_map(|&v| f16_bytes(v)).collect();
+    let v = dequantize(GgmlType::F16, &b, vals.len()).unwrap();
+    for (&x, &want) in v.iter().zip(&vals) {
+        assert_eq!(x.to_bits(), f16::from_f32(want).to_f32().to_bits());
+    }
+    assert_eq!(
+        &v[..7],
+        &vals[..7],
+        "exactly representable values come back exactly"
+    );
+
+    let vals = [1.0f32, -3.0e38, 1.0e-30, 0.1, -2.0];
+    let b: Vec<u8> = vals
+        .iter()
+        .flat_map(|&v| bf16::from_f32(v).to_bits().to_le_bytes())
+        .collect();
+    let v = dequantize(GgmlType::BF16, &b, vals.len()).unwrap();
+    for (&x, &want) in v.iter().zip(&vals) {
+        assert_eq!(x, bf16::from_f32(want).to_f32());
+    }
+    assert_eq!((v[0], v[4]), (1.0, -2.0));
+
+    let vals = [1.5f32, -7.25e-20, f32::MAX];
+    assert_eq!(
+        dequantize(GgmlType::F32, &f32_data(&vals), 3).unwrap(),
+        vals
+    );
+    let b: Vec<u8> = [0.5f64, -1e10]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    assert_eq!(dequantize(GgmlType::F64, &b, 2).unwrap(), [0.5, -1e10]);
+}
+
+/// Packs 8 six-bit (scale, min) pairs the way Q4_K/Q5_K store them, from the layout description:
+/// bytes 0..4 / 4..8 hold scales / mins 0..4 in their low 6 bits and the high 2 bits of scales /
+/// mins 4..8 in their top 2 bits; bytes 8..12 hold the low 4 bits of scale (low nibble) and min
+/// (high nibble) 4..8.
+fn pack_k_scales(sc: [u8; 8], mn: [u8; 8]) -> [u8; 12] {
+    let mut s = [0u8; 12];
+    for j in 0..4 {
+        s[j] = sc[j] | ((sc[j + 4] >> 4) << 6);
+        s[j + 4] = mn[j] | ((mn[j + 4] >> 4) << 6);
+        s[j + 8] = (sc[j + 4] & 0x0F) | ((mn[j + 4] & 0x0F) << 4);
+    }
+    s
+}
+
+const K_SC: [u8; 8] = [1, 2, 3, 4, 17, 33, 50, 63];
+const K_MN: [u8; 8] = [0, 5, 10, 15, 20, 40, 60, 63];
+
+#[test]
+fn k_scale_min_unpacks_all_eight_pairs() {
+    for (sc, mn) in [
+        (K_SC, K_MN),
+        ([63; 8], [63; 8]),
+        ([0; 8], [63; 8]),
+        (
+            [48, 16, 32, 63, 15, 16, 47, 0],
+            [1, 62, 31, 32, 63, 48, 17, 33],
+        ),
+    ] {
+        let packed = pack_k_scales(sc, mn);
+        for j in 0..8 {
+            assert_eq!(
+                k_scale_min(j, &packed),
+                (sc[j], mn[j]),
+                "sub-block {j} of {sc:?}/{mn:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn q4_k_block_by_element() {
+    let (d, dmin) = (0.25f32, 0.5f32);
+    let qs: Vec<u8> = (0..128u32).map(|i| ((i * 7 + 3) % 256) as u8).collect();
+    let mut b = f16_bytes(d).to_vec();
+    b.extend(f16_bytes(dmin));
+    b.extend(pack_k_scales(K_SC, K_MN));
+    b.extend(&qs);
+    let v = dequantize(GgmlType::Q4_K, &b, 256).unwrap();
+    for (e, &x) in v.iter().enumerate() {
+        // Element e is in sub-block e / 32; 64-element chunk c uses qs[32c..32c + 32], low
+        // nibbles for its first 32 elements and high nibbles for the rest.
+        let (c, w) = (e / 64, e % 64);
+        let byte = qs[32 * c + w % 32];
+        let q = if w < 32 { byte & 0x0F } else { byte >> 4 };
+        let sb = e / 32;
+        let want = d * K_SC[sb] as f32 * q as f32 - dmin * K_MN[sb] as f32;
+        assert_eq!(x, want, "element {e}");
+    }
+}
+
+#[test]
+fn q5_k_block_by_element() {
+    let (d, dmin) = (0.25f32, 0.5f32);
+    let qh: Vec<u8> = (0..32u32).map(|i| ((i * 37 + 11) % 256) as u8).collect();
+    let qs: Vec<u8> = (0..128u32).map(|i| ((i * 7 + 3) % 256) as u8).collect();
+    let mut b = f16_bytes(d).to_vec();
+    b.extend(f16_bytes(dmin));
+    b.extend(pack_k_scales(K_SC, K_MN));
+    b.extend(&qh);
+    b.extend(&qs);
+    let v = dequantize(GgmlType::Q5_K, &b, 256).unwrap();
+    for (e, &x) in v.iter().enumerate() {
+        // As Q4_K, with the fifth bit of sub-block sb's element l in bit sb of qh[l].
+        let (c, w) = (e / 64, e % 64);
+        let l = w % 32;
+        let byte = qs[32 * c + l];
+        let low = if w < 32 { byte & 0x0F } else { byte >> 4 };
+        let sb = e / 32;
+        let q = low | (((qh[l] >> sb) & 1) << 4);
+        let want = d * K_SC[sb] as f32 * q as f32 - dmin * K_MN[sb] as f32;
+        assert_eq!(x, want, "element {e}");
+    }
+}
+
+#[test]
+fn q6_k_block_by_element() {
+    let d = 0.125f32;
+    let ql: Vec<u8> = (0..128u32).map(|i| ((i * 11 + 5) % 256) as u8).collect();
+    let qh: Vec<u8> = (0..64u32).map(|i| ((i * 29 + 7) % 256) as u8).collect();
+    let scales: [i8; 16] = [
+        -128, -3, 0, 1, 5, 17, 63, 127, -1, 2, -64, 9, 33, -17, 4, 100,
+    ];
+    let mut b = ql.clone();
+    b.extend(&qh);
+    b.extend(scales.iter().map(|&x| x as u8));
+    b.extend(f16_bytes(d));
+    let v = dequantize(GgmlType::Q6_K, &b, 256).unwrap();
+    for (e, &x) in v.iter().enumerate() {
+        // Each 128-element half h uses ql[64h..], qh[32h..]; its quarter k (32 elements) takes
+        // low bits from ql (low nibbles of the first 64 bytes for k = 0, 1, high nibbles for
+        // k = 2, 3) and bits 2k..2k+2 of qh[l]; scale e / 16.
+        let (h, k, l) = (e / 128, (e % 128) / 32, e % 32);
+        let byte = ql[64 * h + l + 32 * (k % 2)];
+        let low = if k < 2 { byte & 0x0F } else { byte >> 4 };
+        let high = (qh[32 * h + l] >> (2 * k)) & 3;
+        let q = (low | (high << 4)) as i32 - 32;
+        let want = d * scales[e / 16] as f32 * q as f32;
+        assert_eq!(x, want, "element {e}");
+    }
+}
+
+/// Values from llama.cpp's Python reference (gguf-py 0.19 `gguf.quants.dequantize`) on blocks of
+/// bytes `(i * 73 + 41) % 256` with the scale fields overwritten: the sum and some elements.
+#[test]
+fn blocks_match_gguf_py_reference() {
+    fn pattern(n: usize) -> Vec<u8> {
+        (0..n).map(|i| ((i * 73 + 41) % 256) as u8).collect()
+    }
+    fn set(b: &mut [u8], at: usize, v: f32) {
+        b[at..at + 2].copy_from_slice(&f16_bytes(v));
+    }
+    type Case = (
+        GgmlType,
+        usize,
+        Vec<(usize, f32)>,
+        f64,
+        &'static [(usize, f32)],
+    );
+    let cases: Vec<Case> = vec![
+        (
+            GgmlType::Q4_0,
+            18,
+            vec![(0, 0.5)],
+            -16.5,
+            &[
+                (0, 1.5),
+                (1, -2.0),
+                (15, -3.0),
+                (16, 1.5),
+                (17, -4.0),
+                (31, -4.0),
+            ],
+        ),
+        (
+            GgmlType::Q4_1,
+            20,
+            vec![(0, 0.5), (2, -2.0)],
+            48.5,
+            &[
+                (0, 4.5),
+                (1, 1.0),
+                (15, 0.0),
+                (16, 0.0),
+                (17, 2.5),
+                (31, 2.5),
+            ],
+        ),
+        (
+            GgmlType::Q5_0,
+            22,
+            vec![(0, 0.5)],
+            -22.5,
+            &[
+                (0, 7.5),
+                (1, 4.0),
+                (15, -5.0),
+                (16, 6.5),
+                (17, -7.0),
+                (31, 1.0),
+            ],
+        ),
+        (
+            GgmlType::Q5_1,
+            24,
+            vec![(0, 0.5), (2, -2.0)],
+            186.5,
+            &[
+                (0, 6.5),
+                (1, 3.0),
+                (15, 10.0),
+                (16, 9.5),
+                (17, 11.5),
+                (31, 3.5),
+            ],
+        ),
+        (
+            GgmlType::Q8_0,
+            34,
+            vec![(0, 0.25)],
+            -12.0,
+            &[
+                (0, -17.25),
+                (1, 1.0),
+                (15, 0.5),
+                (16, 18.75),
+                (17, -27.0),
+                (31, -27.5),
+            ],
+        ),
+        (
+            GgmlType::Q4_K,
+            144,
+            vec![(0, 0.0625), (2, 0.125)],
+            2683.5,
+            &[
+                (0, 1.1875),
+                (1, -4.5),
+                (31, -6.125),
+                (32, 7.875),
+                (63, 5.125),
+                (64, 17.0625),
+                (100, 36.0),
+                (127, 26.0),
+                (128, 8.6875),
+                (200, 3.1875),
+                (255, -2.875),
+            ],
+        ),
+        (
+            GgmlType::Q5_K,
+            176,
+            vec![(0, 0.0625), (2, 0.125)],
+            6228.5,
+            &[
+                (0, 14.1875),
+                (1, -4.5),
+                (31, -6.125),
+                (32, 10.625),
+                (63, 7.875),
+                (64, 17.0625),
+                (100, 41.0),
+                (127, 31.0),
+                (128, 29.6875),
+                (200, 3.1875),
+                (255, -2.875),
+            ],
+        ),
+        (
+            GgmlType::Q6_K,
+            210,
+            vec![(208, 0.0625)],
+            -927.75,
+            &[
+                (0, 10.0625),
+                (1, -2.875),
+                (15, 46.0),
+                (16, -21.875),
+                (31, -100.0),
+                (32, 69.1875),
+                (63, 120.0),
+                (64, 1.625),
+                (100, -133.375),
+                (127, -3.0),
+                (128, -21.4375),
+                (200, -26.5625),
+                (255, 18.0),
+            ],
+        ),
+    ];
+    for (ty, n_bytes, scales, sum, picks) in cases {
+        let mut b = pattern(n_bytes);
+        for (at, v) in scales {
+            set(&mut b, at, v);
+        }
+        let n = ty.block_layout().unwrap().0;
+        let v = dequantize(ty, &b, n).unwrap();
+        assert_eq!(v.iter().map(|&x| x as f64).sum::<f64>(), sum, "{ty} sum");
+        for &(i, want) in picks {
+            assert_eq!(v[i], want, "{ty} element {i}");
+        }
+    }
+}
+
+#[test]
+fn dequantize_rejects_bad_input() {
+    let e = dequantize(GgmlType::Q2_K, &[0; 84], 256)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("type Q2_K is not supported (supported: F32, F16, BF16"),
+        "{e}"
+    );
+    let e = dequantize(GgmlType::Q8_0, &[0; 34], 16)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a whole number of 32-element blocks"), "{e}");
+    let e = dequantize(GgmlType::Q4_0, &[0; 17], 32)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("take 18 bytes, got 17"), "{e}");
+}
+
+#[test]
+fn ggml_type_ids_round_trip() {
+    for id in 0..64 {
+        assert_eq!(GgmlType::from_id(id).id(), id);
+    }
+    assert_eq!(GgmlType::from_id(12), GgmlType::Q4_K);
+    assert_eq!(GgmlType::from_id(30), GgmlType::BF16);
+    assert_eq!(GgmlType::from_id(4), GgmlType::Unknown(4));
+    assert_eq!(GgmlType::Unknown(99).to_string(), "unknown type id 99");
+    for ty in SUPPORTED {
+        assert!(ty.block_layout().is_some(), "{ty}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The reader on hand-built files
+
+#[test]
+fn reads_a_hand_built_file_exactly() {
+    let bytes = sample_file(Some(64));
+    let (_tmp, g) = open_bytes(&bytes);
+    let mut g = g.unwrap();
+    assert_eq!(g.version(), 3);
+    assert_eq!(g.alignment(), 64);
+    assert_eq!(g.data_start() % 64, 0);
+    assert!(g.data_start() < bytes.len() as u64);
+
+    let want: BTreeMap<String, MetaValue> = sample_kvs(Some(64))
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    assert_eq!(g.metadata(), &want);
+
+    assert_eq!(g.get_str("general.architecture").unwrap(), "llama");
+    assert_eq!(g.get_u32("test.u8").unwrap(), 200);
+    assert_eq!(g.get_u32("test.u32").unwrap(), 4_000_000_000);
+    assert_eq!(g.get_u64("test.u64").unwrap(), u64::MAX - 1);
+    assert_eq!(g.get_i64("test.i64").unwrap(), i64::MIN + 1);
+    assert_eq!(g.get_i64("test.i32").unwrap(), -2_000_000_000);
+    assert_eq!(g.get_f32("test.f32").unwrap(), 1.5e-5);
+    assert_eq!(g.get_f64("test.f64").unwrap(), -2.5e300);
+    assert!(g.get_bool("test.bool").unwrap());
+    assert_eq!(
+        g.get_str_array("tokenizer.ggml.tokens").unwrap(),
+        ["<s>", "héllo", "", "▁world"]
+    );
+    assert_eq!(
+        g.get_f32_array("tokenizer.ggml.scores").unwrap(),
+        [0.0, -1.25]
+    );
+    assert_eq!(
+        g.get_i64_array("tokenizer.ggml.token_type").unwrap(),
+        [3, 1]
+    );
+    let nested = g.get_array("test.nested").unwrap();
+    assert_eq!(nested.len(), 3);
+    assert_eq!(nested[0].as_array().unwrap()[1], MetaValue::I16(-2));
+    assert_eq!(nested[1], MetaValue::Array(MetaType::U8, vec![]));
+    assert_eq!(
+        g.get("test.empty"),
+        Some(&MetaValue::Array(MetaType::F64, vec![]))
+    );
+
+    let names: Vec<&str> = g.tensors().iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["a.f32", "b.q8_0", "c.f16"]);
+    let offsets: Vec<u64> = g.tensors().iter().map(|t| t.offset).collect();
+    assert_eq!(offsets, [0, 64, 192]);
+    assert_eq!(g.tensor("b.q8_0").unwrap().dims, [32, 2]);
+    assert_eq!(g.tensor("b.q8_0").unwrap().ggml_type, GgmlType::Q8_0);
+    assert_eq!(g.shape("a.f32").unwrap(), [2, 3]);
+    assert_eq!(g.shape("b.q8_0").unwrap(), [2, 32]);
+    assert_eq!(g.shape("c.f16").unwrap(), [4]);
+
+    assert_eq!(
+        g.read_f32("a.f32").unwrap(),
+        [0.0, 1.0, 2.0, 3.0, 4.0, -5.5]
+    );
+    let q = g.read_f32("b.q8_0").unwrap();
+    let want: Vec<f32> = (0..32)
+        .map(|i| (i - 16) as f32 * 0.25)
+        .chain((0..32).map(|i| (90 + i) as f32 * -2.0))
+        .collect();
+    assert_eq!(q, want);
+    let h = g.read_f32("c.f16").unwrap();
+    assert_eq!(h, [1.0, -0.5, 65504.0, f16::from_f32(0.1).to_f32()]);
+    // Reads are independent of order.
+    assert_eq!(g.read_f32("a.f32").unwrap()[5], -5.5);
+    assert_eq!(g.read_raw("c.f16").unwrap().len(), 8);
+}
+
+#[test]
+fn default_alignment_is_32_and_version_2_reads() {
+    for version in [2, 3] {
+        let mut bytes = sample_file(None);
+        bytes[4..8].copy_from_slice(&u32::to_le_bytes(version));
+        let (_tmp, g) = open_bytes(&bytes);
+        let mut g = g.unwrap();
+        assert_eq!(g.version(), version);
+        assert_eq!(g.alignment(), 32);
+        assert_eq!(g.data_start() % 32, 0);
+        let offsets: Vec<u64> = g.tensors().iter().map(|t| t.offset).collect();
+        assert_eq!(offsets, [0, 32, 128]);
+        assert_eq!(g.read_f32("a.f32").unwrap()[4], 4.0);
+        assert_eq!(g.read_f32("b.q8_0").unwrap()[63], 121.0 * -2.0);
+    }
+}
+
+#[test]
+fn rejects_bad_magic_and_short_files() {
+    let mut bytes = sample_file(None);
+    bytes[..4].copy_from_slice(b"GGML");
+    let e = open_err(&bytes);
+    assert!(
+        e.contains("is not a GGUF file") && e.contains("\"GGML\""),
+        "{e}"
+    );
+    let e = open_err(b"GG");
+    assert!(
+        e.contains("is not a GGUF file") && e.contains("2 bytes"),
+        "{e}"
+    );
+    let e = open_err(b"{\"safetensors\": 1}");
+    assert!(e.contains("is not a GGUF file"), "{e}");
+    let missing = GgufFile::open("/nonexistent/model.gguf")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        missing.contains("cannot open GGUF file /nonexistent/model.gguf"),
+        "{missing}"
+    );
+}
+
+#[test]
+fn rejects_unsupported_versions() {
+    let mut bytes = sample_file(None);
+    bytes[4..8].copy_from_slice(&1u32.to_le_bytes());
+    let e = open_err(&bytes);
+    assert!(
+        e.contains("GGUF version 1, which is not supported (supported: 2 and 3"),
+        "{e}"
+    );
+    bytes[4..8].copy_from_slice(&4u32.to_le_bytes());
+    assert!(open_err(&bytes).contains("GGUF version 4"));
+    bytes[4..8].copy_from_slice(&3u32.to_be_bytes());
+    let e = open_err(&bytes);
+    assert!(e.contains("big-endian GGUF file"), "{e}");
+}
+
+#[test]
+fn every_truncation_is_reported() {
+    let (bytes, header_end) = build_parts(3, &sample_kvs(Some(64)), &sample_tensors(), 64);
+    assert!(open_bytes(&bytes).1.is_ok());
+    for cut in 0..bytes.len() {
+        let e = open_err(&bytes[..cut]);
+        let ok = if cut < 4 {
+            e.contains("is not a GGUF file")
+        } else if cut < header_end {
+            e.contains("truncated GGUF file")
+        } else {
+            e.contains("extends past the end of the file")
+        };
+        assert!(ok, "cut at {cut} (header ends at {header_end}): {e}");
+    }
+}
+
+#[test]
+fn truncation_names_what_was_being_read() {
+    let bytes = sample_file(None);
+    let find = |needle: &[u8]| {
+        bytes
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .unwrap()
+    };
+    // Inside the third token string.
+    let cut = find("▁world".as_bytes()) + 2;
+    let e = open_err(&bytes[..cut]);
+    assert!(
+        e.contains("truncated GGUF file: it ends inside metadata entry #12 (\"tokenizer.ggml.tokens\") (string value"),
+        "{e}"
+    );
+    // Inside the dims of the second tensor info.
+    let cut = find(b"b.q8_0") + 6 + 4 + 3;
+    let e = open_err(&bytes[..cut]);
+    assert!(e.contains("tensor info #1 (\"b.q8_0\") (dimensions"), "{e}");
+    // Inside the header counts.
+    let e = open_err(&bytes[..12]);
+    assert!(e.contains("inside the header (tensor count"), "{e}");
+}
+
+#[test]
+fn rejects_unknown_metadata_types() {
+    let mut w = W::default();
+    w.0.extend_from_slice(b"GGUF");
+    w.u32(3);
+    w.u64(0);
+    w.u64(2);
+    w.kv("general.architecture", &s("llama"));
+    w.str("weird.key");
+    w.u32(13);
+    w.u32(0);
+    let e = open_err(&w.0);
+    assert!(
+        e.contains("metadata key \"weird.key\" has unknown value type 13"),
+        "{e}"
+    );
+
+    let mut w = W::default();
+    w.0.extend_from_slice(b"GGUF");
+    w.u32(3);
+    w.u64(0);
+    w.u64(1);
+    w.str("weird.array");
+    w.u32(9);
+    w.u32(42);
+    w.u64(1);
+    w.u32(0);
+    let e = open_err(&w.0);
+    assert!(
+        e.contains("(\"weird.array\") is an array of unknown value type 42"),
+        "{e}"
+    );
+}
+
+#[test]
+fn rejects_malformed_metadata() {
+    let one =
+        |key: &str, v: MetaValue| build(3, &[("general.architecture", s("x")), (key, v)], &[], 32);
+
+    let mut bytes = one("flag", MetaValue::Bool(true));
+    *bytes.last_mut().unwrap() = 2;
+    assert!(open_err(&bytes).contains("bool value byte 2"));
+
+    let bytes = build(
+        3,
+        &[("k", MetaValue::U8(1)), ("k", MetaValue::U8(2))],
+        &[],
+        32,
+    );
+    assert!(open_err(&bytes).contains("metadata key \"k\" appears twice"));
+
+    let bytes = one("general.alignment", MetaValue::U32(0));
+    assert!(open_err(&bytes).contains("general.alignment must be a positive integer"));
+
+    let mut bytes = one("k", s("ab"));
+    *bytes.last_mut().unwrap() = 0xFF;
+    assert!(open_err(&bytes).contains("is not valid UTF-8"));
+
+    // An array claiming more elements than the file could hold fails before allocating them.
+    let mut w = W::default();
+    w.0.extend_from_slice(b"GGUF");
+    w.u32(3);
+    w.u64(0);
+    w.u64(1);
+    w.str("huge");
+    w.u32(9);
+    w.u32(8);
+    w.u64(u64::MAX / 2);
+    let e = open_err(&w.0);
+    assert!(
+        e.contains("truncated GGUF file") && e.contains("array elements"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unsupported_tensor_types_are_named_on_read() {
+    let tensors = vec![
+        t("blk.0.ffn_down.weight", &[256], 10, vec![0; 84]),
+        t("odd", &[8], 99, vec![0; 8]),
+        t("ok", &[2], 0, f32_data(&[1.0, 2.0])),
+    ];
+    let bytes = build(3, &[("general.architecture", s("llama"))], &tensors, 32);
+    let (_tmp, g) = open_bytes(&bytes);
+    let mut g = g.unwrap();
+    let e = g.read_f32("blk.0.ffn_down.weight").unwrap_err().to_string();
+    assert!(
+        e.contains(
+            "tensor blk.0.ffn_down.weight has type Q2_K, which is not supported (supported: F32, \
+             F16, BF16, F64, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)"
+        ),
+        "{e}"
+    );
+    let e = g.read_f32("odd").unwrap_err().to_string();
+    assert!(
+        e.contains("tensor odd has type unknown type id 99, which is not supported"),
+        "{e}"
+    );
+    // Raw bytes of a known-size type are still readable.
+    assert_eq!(g.read_raw("blk.0.ffn_down.weight").unwrap().len(), 84);
+    assert_eq!(g.read_f32("ok").unwrap(), [1.0, 2.0]);
+}
+
+#[test]
+fn rejects_tensors_outside_the_file_or_misaligned() {
+    let mut tensors = sample_tensors();
+    tensors[1].offset = Some(4096);
+    let e = open_err(&build(3, &[], &tensors, 32));
+    assert!(
+        e.contains("tensor b.q8_0 (Q8_0, dims [32, 2], 68 bytes at file offset")
+            && e.contains("extends past the end of the file"),
+        "{e}"
+    );
+
+    let mut tensors = sample_tensors();
+    tensors[1].offset = Some(40);
+    let e = open_err(&build(3, &[], &tensors, 32));
+    assert!(
+        e.contains("tensor b.q8_0 has data offset 40, not a multiple of the alignment 32"),
+        "{e}"
+    );
+
+    let tensors = vec![t("short", &[16], 8, vec![0; 34])];
+    let e = open_err(&build(3, &[], &tensors, 32));
+    assert!(e.contains("dims[0] must be a multiple of 32"), "{e}");
+
+    let tensors = vec![t("x", &[1, 1, 1, 1, 1], 0, vec![0; 4])];
+    assert!(open_err(&build(3, &[], &tensors, 32)).contains("has 5 dimensions"));
+
+    let tensors = vec![t("x", &[1], 0, vec![0; 4]), t("x", &[1], 0, vec![0; 4])];
+    assert!(open_err(&build(3, &[], &tensors, 32)).contains("tensor x appears twice"));
+}
+
+#[test]
+fn getters_report_missing_and_mistyped_keys() {
+    let (_tmp, g) = open_bytes(&sample_file(None));
+    let mut g = g.unwrap();
+    let e = g.get_str("llama.block_count").unwrap_err().to_string();
+    assert!(
+        e.contains("metadata key llama.block_count is missing"),
+        "{e}"
+    );
+    let e = g.get_u32("general.architecture").unwrap_err().to_string();
+    assert!(
+        e.contains("general.architecture is a string, expected an integer"),
+        "{e}"
+    );
+    let e = g.get_u32("test.u64").unwrap_err().to_string();
+    assert!(
+        e.contains("test.u64 is a u64, expected an integer that fits in u32"),
+        "{e}"
+    );
+    assert!(
+        g.get_u32("test.i8").is_err(),
+        "negative values do not fit in u32"
+    );
+    let e = g
+        .get_str_array("tokenizer.ggml.scores")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("is an array of 2 f32, expected an array of strings"),
+        "{e}"
+    );
+    assert!(g.get_f32("test.u32").is_err());
+    assert!(g.get_bool("test.u8").is_err());
+    let e = g.read_f32("missing.weight").unwrap_err().to_string();
+    assert!(
+        e.contains("no tensor named missing.weight (the file has 3 tensors)"),
+        "{e}"
+    );
+    assert!(g.shape("missing.weight").is_err());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The real file, when fetched
+
+/// SmolLM2-135M-Instruct (Q4_1) fetched by `scripts/fetch-smollm2.sh`; CI does not fetch it, so
+/// this test only prints a note there.
+#[test]
+fn smollm2_gguf_when_fetched() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../.assets/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    if !path.is_file() {
+        eprintln!(
+            "skipping: {} is absent (run `bash scripts/fetch-smollm2.sh` to fetch it)",
+            path.display()
+        );
+        return;
+    }
+    let mut g = GgufFile::open(&path).unwrap();
+    println!(
+        "{}: GGUF v{}, {} metadata keys, {} tensors, alignment {}, data at {}",
+        path.display(),
+        g.version(),
+        g.metadata().len(),
+        g.tensors().len(),
+        g.alignment(),
+        g.data_start()
+    );
+    let arch = g.get_str("general.architecture").unwrap().to_string();
+    println!("general.architecture = {arch}");
+    for key in [
+        "block_count",
+        "context_length",
+        "embedding_length",
+        "feed_forward_length",
+        "attention.head_count",
+        "attention.head_count_kv",
+        "rope.dimension_count",
+        "vocab_size",
+    ] {
+        let k = format!("{arch}.{key}");
+        println!("{k} = {}", g.get_u64(&k).unwrap());
+    }
+    for key in ["rope.freq_base", "attention.layer_norm_rms_epsilon"] {
+        let k = format!("{arch}.{key}");
+        println!("{k} = {}", g.get_f32(&k).unwrap());
+    }
+    let tokens = g.get_str_array("tokenizer.ggml.tokens").unwrap();
+    let n_merges = g
+        .get_array("tokenizer.ggml.merges")
+        .map(|m| m.len())
+        .unwrap_or(0);
+    println!(
+        "tokenizer.ggml.model = {}, pre = {:?}, {} tokens (first {:?}), {} merges, bos {:?}, \
+         eos {:?}, chat_template present: {}",
+        g.get_str("tokenizer.ggml.model").unwrap(),
+        g.get_str("tokenizer.ggml.pre").ok(),
+        tokens.len(),
+        &tokens[..3],
+        n_merges,
+        g.get_u32("tokenizer.ggml.bos_token_id").ok(),
+        g.get_u32("tokenizer.ggml.eos_token_id").ok(),
+        g.get_str("tokenizer.chat_template").is_ok()
+    );
+    assert_eq!(arch, "llama");
+    assert_eq!(g.get_u32("llama.block_count").unwrap(), 30);
+    assert_eq!(g.get_u32("llama.embedding_length").unwrap(), 576);
+    assert_eq!(g.get_u32("llama.attention.head_count").unwrap(), 9);
+    assert_eq!(g.get_u32("llama.attention.head_count_kv").unwrap(), 3);
+    assert_eq!(g.get_f32("llama.rope.freq_base").unwrap(), 100_000.0);
+    assert_eq!(g.get_str("tokenizer.ggml.model").unwrap(), "gpt2");
+    assert_eq!(tokens.len(), 49_152);
+    assert!(g.get_str("tokenizer.chat_template").is_ok());
+
+    let infos = g.tensors().to_vec();
+    for t in infos.iter().take(12) {
+        println!("  {} {:?} {}", t.name, t.shape(), t.ggml_type);
+    }
+    let mut by_type: BTreeMap<String, (usize, u64)> = BTreeMap::new();
+    let mut max_abs = 0f32;
+    for t in &infos {
+        let v = g.read_f32(&t.name).unwrap();
+        assert_eq!(v.len() as u64, t.n_elements(), "{}", t.name);
+        assert!(
+            v.iter().all(|x| x.is_finite()),
+            "{} has non-finite values",
+            t.name
+        );
+        max_abs = v.iter().fold(max_abs, |m, x| m.max(x.abs()));
+        let e = by_type.entry(t.ggml_type.to_string()).or_default();
+        e.0 += 1;
+        e.1 += t.n_elements();
+    }
+    let total: u64 = by_type.values().map(|e| e.1).sum();
+    println!(
+        "dequantised all {} tensors, {total} values, all finite, max |x| = {max_abs}",
+        infos.len()
+    );
+    for (ty, (n, elems)) in &by_type {
+        println!("  {ty}: {n} tensors, {elems} values");
+    }
+}

@@ -212,7 +212,7 @@ fn bad_requests_get_the_right_answers_and_the_server_keeps_serving() {
     let tmp = tempfile::tempdir().unwrap();
     let model = tiny_model(tmp.path());
     let buffer = tmp.path().join("rl_buffer");
-    let server = start(&model, &buffer, &["--max-body-bytes", "2000000"]);
+    let server = start(&model, &buffer, &["--max-body-bytes", "12000000"]);
     let post = |body: &[u8]| {
         let mut r = ureq::post(&format!("{}/v1/chat/completions", server.url))
             .config()
@@ -254,7 +254,7 @@ fn bad_requests_get_the_right_answers_and_the_server_keeps_serving() {
     let sender = std::thread::spawn(move || {
         let body = format!(
             r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#,
-            "a".repeat(3_000_000)
+            "a".repeat(13_000_000)
         );
         let head = format!("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n", body.len());
         let _ = writer.write_all(head.as_bytes());
@@ -270,10 +270,10 @@ fn bad_requests_get_the_right_answers_and_the_server_keeps_serving() {
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     assert!(answer.contains("request_too_large"), "{answer}");
-    // A message far longer than the model's context (1 MB of words).
+    // A message far longer than the model's context (10 MB of words).
     let long = format!(
         r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#,
-        "shark fish ".repeat(100_000)
+        "shark fish ".repeat(1_000_000)
     );
     let (s, v) = post(long.as_bytes());
     assert_eq!(

@@ -142,11 +142,17 @@ pub fn answer(task: &Task, style: Style, rng: &mut impl Rng) -> String {
     }
 }
 
-/// Hint lines that ask for plain text, as a user would append them.
-pub const PLAIN_HINTS: [&str; 3] = [
+/// Hint lines that ask for plain text, as a user would append them. The last four are the
+/// simulated user's own corrections as the rule-based judge extracts them, so that the
+/// distillation teacher (the model with the hint) understands the hints it is given in `run`.
+pub const PLAIN_HINTS: [&str; 7] = [
     "please write plain text, no markdown",
     "answer in one plain paragraph without lists or headings",
     "no markdown please, just simple sentences",
+    "Please write that as plain text, no markdown.",
+    "Can you redo that without the headings and lists? Just plain sentences.",
+    "No markdown please, write it as one simple paragraph.",
+    "Rewrite it in plain text, please.",
 ];
 
 /// Hint lines that ask for markdown.

@@ -2,7 +2,9 @@
 //!
 //! - [`Tokenizer`] loads a HF `tokenizer.json` (plus `tokenizer_config.json` for the special
 //!   tokens), encodes and decodes; [`IncrementalDecoder`] turns sampled ids into text deltas
-//!   for streaming; [`train_bpe`] makes a byte-level BPE tokenizer for small models.
+//!   for streaming; [`train_bpe`] makes a byte-level BPE tokenizer for small models;
+//!   [`tokenizer_from_gguf`] builds one (and [`chat_template_from_gguf`] its chat template)
+//!   from GGUF tokenizer metadata.
 //! - [`ChatTemplate`] renders [`ChatMessage`]s with a checkpoint's Jinja chat template the way
 //!   transformers' `apply_chat_template` does.
 //! - [`OutputParser`] splits generated text into reasoning, content and tool calls, one delta
@@ -11,6 +13,7 @@
 #![warn(missing_docs)]
 
 mod config;
+mod gguf;
 mod incremental;
 mod message;
 mod parser;
@@ -20,6 +23,10 @@ mod tokenizer;
 mod train;
 
 pub use config::TokenizerConfig;
+pub use gguf::{
+    chat_template_from_gguf, tokenizer_from_gguf, GgufTokenizerSpec, TOKEN_TYPE_CONTROL,
+    TOKEN_TYPE_USER_DEFINED,
+};
 pub use incremental::IncrementalDecoder;
 pub use message::{ChatMessage, ContentPart, FunctionCall, MessageContent, ToolCall};
 pub use parser::{OutputParser, ParseEvent, ParsedMessage, ParsedToolCall, ParserOptions};

@@ -87,6 +87,12 @@ impl Tokenizer {
         self
     }
 
+    /// Sets the special tokens directly (GGUF metadata names them by id, not by config).
+    pub(crate) fn with_special_tokens(mut self, special: SpecialTokens) -> Self {
+        self.special = special;
+        self
+    }
+
     /// Token ids of `text`; `add_special_tokens` applies the post-processor (BOS etc.).
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
         let encoding = self

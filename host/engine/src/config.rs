@@ -14,14 +14,17 @@ pub enum Architecture {
     Qwen3ForSequenceClassification,
     /// Qwen2 decoder (q/k/v bias, no q/k norm) with a language-model head.
     Qwen2ForCausalLM,
+    /// Llama decoder (no q/k norm, optional attention bias) with a language-model head.
+    LlamaForCausalLM,
 }
 
 impl Architecture {
     /// Every supported architecture, for error messages.
-    pub const ALL: [Architecture; 3] = [
+    pub const ALL: [Architecture; 4] = [
         Architecture::Qwen3ForCausalLM,
         Architecture::Qwen3ForSequenceClassification,
         Architecture::Qwen2ForCausalLM,
+        Architecture::LlamaForCausalLM,
     ];
 
     /// The name used in `config.json`.
@@ -30,6 +33,7 @@ impl Architecture {
             Architecture::Qwen3ForCausalLM => "Qwen3ForCausalLM",
             Architecture::Qwen3ForSequenceClassification => "Qwen3ForSequenceClassification",
             Architecture::Qwen2ForCausalLM => "Qwen2ForCausalLM",
+            Architecture::LlamaForCausalLM => "LlamaForCausalLM",
         }
     }
 
@@ -42,6 +46,7 @@ impl Architecture {
     pub fn model_type(self) -> &'static str {
         match self {
             Architecture::Qwen2ForCausalLM => "qwen2",
+            Architecture::LlamaForCausalLM => "llama",
             _ => "qwen3",
         }
     }
@@ -53,7 +58,7 @@ impl Architecture {
 }
 
 /// Which optional pieces an attention layer has; the switch that separates Qwen3, Qwen2 and
-/// (later) Llama.
+/// Llama.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AttentionFlags {
     /// Per-head RMSNorm on queries and keys before RoPE (Qwen3).
@@ -203,7 +208,12 @@ impl ModelConfig {
                 .collect(),
             _ => Vec::new(),
         };
-        let Some(first) = names.first() else {
+        // Some Llama exports carry only `model_type`; it names the architecture unambiguously.
+        let by_type = match obj.get("model_type").and_then(|v| v.as_str()) {
+            Some("llama") => Some(Architecture::LlamaForCausalLM.name().to_string()),
+            _ => None,
+        };
+        let Some(first) = names.first().or(by_type.as_ref()) else {
             bail!(
                 "missing `architectures` (expected one of {})",
                 supported_names()
@@ -224,6 +234,9 @@ impl ModelConfig {
         if get_bool(&obj, "use_sliding_window")?.unwrap_or(false) {
             bail!("use_sliding_window=true is not supported");
         }
+        if get_bool(&obj, "mlp_bias")?.unwrap_or(false) {
+            bail!("mlp_bias=true is not supported");
+        }
 
         let hidden_size = require_usize(&obj, "hidden_size")?;
         let num_attention_heads = require_usize(&obj, "num_attention_heads")?;
@@ -232,9 +245,12 @@ impl ModelConfig {
         if num_attention_heads == 0 {
             bail!("num_attention_heads must be positive");
         }
-        // transformers' Qwen3Config defaults head_dim to 128; Qwen2 derives it from the width.
+        // transformers' Qwen3Config defaults head_dim to 128; Qwen2 and Llama derive it from the
+        // width.
         let default_head_dim = match architecture {
-            Architecture::Qwen2ForCausalLM => hidden_size / num_attention_heads,
+            Architecture::Qwen2ForCausalLM | Architecture::LlamaForCausalLM => {
+                hidden_size / num_attention_heads
+            }
             _ => 128,
         };
         let head_dim = get_usize(&obj, "head_dim")?.unwrap_or(default_head_dim);
@@ -245,6 +261,13 @@ impl ModelConfig {
                 qk_norm: false,
                 qkv_bias: true,
                 o_bias: false,
+            },
+            // Llama's `attention_bias` covers all four projections, as in Qwen3, but there is no
+            // q/k norm.
+            Architecture::LlamaForCausalLM => AttentionFlags {
+                qk_norm: false,
+                qkv_bias: attention_bias,
+                o_bias: attention_bias,
             },
             _ => AttentionFlags {
                 qk_norm: true,
@@ -484,6 +507,33 @@ mod tests {
             err.contains("unsupported architecture `MistralForCausalLM`"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn llama_is_parsed_without_qk_norm() {
+        let v = json!({
+            "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+            "vocab_size": 32, "hidden_size": 16, "intermediate_size": 24,
+            "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "rms_norm_eps": 1e-5, "rope_theta": 100000.0, "tie_word_embeddings": true
+        });
+        let cfg = ModelConfig::from_json_str(&v.to_string()).unwrap();
+        assert_eq!(cfg.architecture, Architecture::LlamaForCausalLM);
+        assert_eq!(cfg.head_dim, 4, "head_dim defaults to hidden / heads");
+        assert_eq!((cfg.rms_norm_eps, cfg.rope_theta), (1e-5, 1e5));
+        assert!(cfg.tie_word_embeddings);
+        assert!(!cfg.attention.qk_norm && !cfg.attention.qkv_bias && !cfg.attention.o_bias);
+        let again = ModelConfig::from_json_str(&cfg.to_json().to_string()).unwrap();
+        assert_eq!(again.to_json()["model_type"], json!("llama"));
+        assert_eq!(again.attention, cfg.attention);
+
+        // `model_type` alone is enough; attention_bias switches on every projection's bias.
+        let mut v = v;
+        v.as_object_mut().unwrap().remove("architectures");
+        v["attention_bias"] = json!(true);
+        let cfg = ModelConfig::from_json_str(&v.to_string()).unwrap();
+        assert_eq!(cfg.architecture, Architecture::LlamaForCausalLM);
+        assert!(cfg.attention.qkv_bias && cfg.attention.o_bias);
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The policy engine: models, weights, generation and scoring. Knows nothing of RL.
 //!
-//! - [`config`]: the HF `config.json` of Qwen3 / Qwen2 models.
+//! - [`config`]: the HF `config.json` of Qwen3 / Qwen2 / Llama models.
 //! - [`model`]: the decoder, generic over the burn backend.
-//! - [`weights`]: safetensors loading (single or sharded, f32/bf16/f16), saving, random init.
+//! - [`weights`]: safetensors loading (single or sharded, f32/bf16/f16), saving, random init;
+//!   Llama models from llama.cpp GGUF files.
 //! - [`generate`](mod@generate): batched generation with per-sequence KV caches and exact token logprobs.
 //! - [`score`](mod@score): logprobs of given tokens (and the differentiable form for training).
 //! - [`classify`](mod@classify): sequence-classification heads (PRMs).
@@ -33,4 +34,5 @@ pub use generate::{
 pub use model::Model;
 pub use publish::{Published, Versioned};
 pub use score::{score, token_logprobs, ScoreOptions, ScoreRequest, ScoreResult};
+pub use weights::gguf::load_gguf_model;
 pub use weights::{load_model, random_model, save_model, SaveDtype, SaveOptions};

@@ -1,5 +1,5 @@
 //! Loading a model directory: `config.json` plus `model.safetensors` or a sharded
-//! `model.safetensors.index.json`.
+//! `model.safetensors.index.json` (or a GGUF file, handed to [`super::gguf`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -104,7 +104,14 @@ impl WeightSource for FileSource {
 
 /// Loads `config.json` and the safetensors weights of `dir` onto `device`, converting every
 /// tensor to the backend's float type.
+///
+/// `dir` may instead be a llama.cpp `.gguf` file, or a directory without `config.json` holding
+/// exactly one `.gguf` (see [`super::gguf::gguf_path`]); that is loaded with
+/// [`super::gguf::load_gguf_model`].
 pub fn load_model<B: Backend>(dir: &Path, device: &B::Device) -> Result<Model<B>> {
+    if let Some(file) = super::gguf::gguf_path(dir)? {
+        return super::gguf::load_gguf_model(&file, device);
+    }
     let config = ModelConfig::from_path(dir)?;
     let mut src = open_weights(dir)?;
     Model::from_source(config, &mut src, device)

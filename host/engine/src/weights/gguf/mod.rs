@@ -1,12 +1,13 @@
 //! GGUF, llama.cpp's single-file model format: the header, typed metadata and tensor table
-//! ([`reader`]), and dequantisation of ggml tensor types to f32 ([`dequant`]).
-//!
-//! Mapping GGUF tensor names and layouts onto this crate's models is not done here.
+//! ([`reader`]), dequantisation of ggml tensor types to f32 ([`dequant`]), and building a Llama
+//! [`crate::model::Model`] from a file ([`model`]).
 
 pub mod dequant;
+pub mod model;
 pub mod reader;
 
 pub use dequant::{dequantize, GgmlType};
+pub use model::{config_from_gguf, gguf_path, load_gguf_model, GgufSource};
 pub use reader::{GgufFile, MetaType, MetaValue, TensorInfo, DEFAULT_ALIGNMENT};
 
 #[cfg(test)]

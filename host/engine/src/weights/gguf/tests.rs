@@ -8,7 +8,12 @@ use std::path::PathBuf;
 use half::{bf16, f16};
 
 use super::dequant::{dequantize, k_scale_min, GgmlType, SUPPORTED};
+use super::model::{config_from_gguf, converter_permute, gguf_name, gguf_path, load_gguf_model};
 use super::reader::{GgufFile, MetaType, MetaValue};
+use crate::config::{Architecture, ModelConfig};
+use crate::weights::{random_model, to_f32_vec};
+use crate::{CpuBackend, Model};
+use burn::prelude::*;
 
 // ---------------------------------------------------------------------------------------------
 // Building blocks and files
@@ -1049,6 +1054,121 @@ fn getters_report_missing_and_mistyped_keys() {
         "{e}"
     );
     assert!(g.shape("missing.weight").is_err());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Llama models from GGUF files
+
+/// A random Llama model and the GGUF file llama.cpp's converter would write for it (F32 tensors,
+/// llama.cpp names, q/k rows permuted), with `general.architecture = arch`.
+fn tiny_llama_gguf(arch: &str, tied: bool) -> (Model<CpuBackend>, Vec<u8>) {
+    let cfg = ModelConfig::from_json_str(
+        &serde_json::json!({
+            "architectures": ["LlamaForCausalLM"],
+            "vocab_size": 40, "hidden_size": 24, "intermediate_size": 32,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "rms_norm_eps": 1e-5, "rope_theta": 100000.0, "tie_word_embeddings": tied,
+            "max_position_embeddings": 64
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let model = random_model::<CpuBackend>(cfg.clone(), 7, &Default::default()).unwrap();
+    let tensors: Vec<T> = model
+        .export()
+        .into_iter()
+        .map(|e| {
+            let name = gguf_name(&e.name).unwrap();
+            let (rows, cols) = (e.shape[0], e.shape.get(1).copied().unwrap_or(1));
+            let data = if name.contains("attn_q.") {
+                converter_permute(&e.data, cfg.num_attention_heads, rows, cols)
+            } else if name.contains("attn_k.") {
+                converter_permute(&e.data, cfg.num_key_value_heads, rows, cols)
+            } else {
+                e.data
+            };
+            let dims: Vec<u64> = e.shape.iter().rev().map(|&d| d as u64).collect();
+            // The builder takes `'static` names; a few leaked strings in a test are harmless.
+            t(Box::leak(name.into_boxed_str()), &dims, 0, f32_data(&data))
+        })
+        .collect();
+    let kvs = vec![
+        ("general.architecture", s(arch)),
+        ("llama.block_count", MetaValue::U32(2)),
+        ("llama.context_length", MetaValue::U32(64)),
+        ("llama.embedding_length", MetaValue::U32(24)),
+        ("llama.feed_forward_length", MetaValue::U32(32)),
+        ("llama.attention.head_count", MetaValue::U32(4)),
+        ("llama.attention.head_count_kv", MetaValue::U32(2)),
+        ("llama.rope.freq_base", MetaValue::F32(100_000.0)),
+        (
+            "llama.attention.layer_norm_rms_epsilon",
+            MetaValue::F32(1e-5),
+        ),
+        ("llama.rope.dimension_count", MetaValue::U32(6)),
+    ];
+    (model, build(3, &kvs, &tensors, 32))
+}
+
+#[test]
+fn llama_gguf_loads_to_the_same_model() {
+    for tied in [true, false] {
+        let (original, bytes) = tiny_llama_gguf("llama", tied);
+        let (file, g) = open_bytes(&bytes);
+        let cfg = config_from_gguf(&g.unwrap()).unwrap();
+        assert_eq!(cfg.architecture, Architecture::LlamaForCausalLM);
+        assert_eq!(cfg.tie_word_embeddings, tied);
+        assert_eq!((cfg.head_dim, cfg.vocab_size), (6, 40));
+        assert_eq!((cfg.rope_theta, cfg.max_position_embeddings), (1e5, 64));
+        assert!((cfg.rms_norm_eps - 1e-5).abs() < 1e-12);
+        assert!(!cfg.attention.qk_norm);
+
+        let loaded: Model<CpuBackend> = load_gguf_model(file.path(), &Default::default()).unwrap();
+        // Same tensors under HF names (q/k back in HF row order), hence the same logits.
+        let (a, b) = (original.export(), loaded.export());
+        assert_eq!(a.len(), b.len());
+        for (x, y) in a.iter().zip(&b) {
+            assert_eq!((&x.name, &x.shape), (&y.name, &y.shape));
+            assert_eq!(x.data, y.data, "{}", x.name);
+        }
+        let ids =
+            Tensor::<CpuBackend, 2, Int>::from_data([[1, 5, 9, 2, 33, 7]], &Default::default());
+        let la = to_f32_vec(original.forward(ids.clone()).unwrap());
+        let lb = to_f32_vec(loaded.forward(ids).unwrap());
+        assert_eq!(la, lb);
+    }
+}
+
+#[test]
+fn gguf_paths_resolve_and_other_architectures_are_named() {
+    let (_, bytes) = tiny_llama_gguf("llama", true);
+    let dir = tempfile::tempdir().unwrap();
+    let one = dir.path().join("tiny.gguf");
+    std::fs::write(&one, &bytes).unwrap();
+    assert_eq!(gguf_path(&one).unwrap(), Some(one.clone()));
+    assert_eq!(gguf_path(dir.path()).unwrap(), Some(one.clone()));
+    let m: Model<CpuBackend> = crate::load_model(dir.path(), &Default::default()).unwrap();
+    assert_eq!(m.config.architecture, Architecture::LlamaForCausalLM);
+    std::fs::write(dir.path().join("other.GGUF"), &bytes).unwrap();
+    let err = gguf_path(dir.path()).unwrap_err().to_string();
+    assert!(
+        err.contains("several .gguf") && err.contains("tiny.gguf"),
+        "{err}"
+    );
+    // A safetensors checkpoint directory is not taken for a GGUF one.
+    std::fs::write(dir.path().join("config.json"), "{}").unwrap();
+    assert_eq!(gguf_path(dir.path()).unwrap(), None);
+
+    let (_, bytes) = tiny_llama_gguf("qwen2", true);
+    let (file, _) = open_bytes(&bytes);
+    let err = format!(
+        "{:#}",
+        load_gguf_model::<CpuBackend>(file.path(), &Default::default()).unwrap_err()
+    );
+    assert!(
+        err.contains("architecture `qwen2` is not supported"),
+        "{err}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

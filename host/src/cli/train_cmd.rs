@@ -15,7 +15,6 @@ use crate::training::{
     sample_from, train_config, turn_from_record, SessionOptions, TrainSession, TurnTokens,
 };
 use anyhow::{bail, Context, Result};
-use openclaw_chat::{ChatTemplate, Tokenizer};
 use openclaw_engine::CpuBackend;
 use openclaw_plugin_api::{HostServices, ScoreRequest, TrainingSample};
 use openclaw_train::sft::load_jsonl;
@@ -99,8 +98,7 @@ fn load_samples(run: &RunPlugins, cfg: &RunConfig) -> Result<Vec<TrainingSample>
     for e in &read.errors {
         eprintln!("warning: skipped {e}");
     }
-    let tokenizer = Tokenizer::from_dir(model)?;
-    let template = ChatTemplate::from_dir(model)?;
+    let (tokenizer, template) = crate::policy::tokenizer_and_template(model)?;
     let tok = TurnTokens {
         tokenizer: &tokenizer,
         template: &template,
@@ -257,8 +255,7 @@ pub fn sft(
     let cfg = resolved.config;
     let model = require_model(&cfg)?;
     let data = require_data(&cfg)?;
-    let tokenizer = Tokenizer::from_dir(model)?;
-    let template = ChatTemplate::from_dir(model)?;
+    let (tokenizer, template) = crate::policy::tokenizer_and_template(model)?;
     let examples = load_jsonl(data, &template, &tokenizer, max_len)?;
     if examples.is_empty() {
         bail!(

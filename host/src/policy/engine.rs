@@ -52,9 +52,7 @@ impl<B: Backend> ModelFiles<B> {
             let (with_adapters, _) = openclaw_train::lora::load_adapters(model, dir)?;
             model = openclaw_train::lora::merged(&with_adapters);
         }
-        let tokenizer = Tokenizer::from_dir(dir)?;
-        let template = ChatTemplate::from_dir(dir)
-            .with_context(|| format!("{} has no usable chat template", dir.display()))?;
+        let (tokenizer, template) = super::files::tokenizer_and_template(dir)?;
         Ok(ModelFiles {
             dir: dir.to_path_buf(),
             config: model.config.clone(),

@@ -2,7 +2,9 @@
 //! `Policy` service plugins call.
 
 pub mod engine;
+pub mod files;
 pub mod scheduler;
 
 pub use engine::{ModelFiles, PolicyEngine, Prompt};
+pub use files::tokenizer_and_template;
 pub use scheduler::{Busy, GenEvent, Scheduler, SchedulerOptions};

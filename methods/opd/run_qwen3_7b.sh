@@ -13,27 +13,10 @@
 #   CKPT_ARGS ROLLOUT_ARGS OPTIMIZER_ARGS LORA_ARGS   flag groups (defaults below)
 #   TRAIN_GPUS ROLLOUT_GPUS   CUDA device lists (a build with the `cuda` feature)
 set -euo pipefail
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-ROOT="$(cd "$HERE/../.." && pwd)"
-BIN="${OPENCLAW_HOST_BIN:-$ROOT/target/release/openclaw-host}"
-: "${MODEL_PATH:?set MODEL_PATH to the Qwen3-7B directory}"
-export MODEL_PATH
-export CKPT_SAVE_DIR="${CKPT_SAVE_DIR:-$ROOT/checkpoints/opd-qwen3-7b}"
-
-CKPT_ARGS="${CKPT_ARGS:---save-interval 100 --keep-checkpoints 3 --resume-from-checkpoint latest}"
-ROLLOUT_ARGS="${ROLLOUT_ARGS:---rollout-batch-size 16 --num-rollouts-per-prompt 1 --max-staleness 2 --default-max-tokens 8192 --majority-vote-n 1 --judge-temperature 0.6 --judge-max-tokens 8192 --teacher frozen}"
-OPTIMIZER_ARGS="${OPTIMIZER_ARGS:---lr 1e-5 --lr-schedule constant --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.98 --max-grad-norm 1.0}"
-LORA_ARGS="${LORA_ARGS:-}"
-JUDGE_ARGS=()
-if [[ -n "${JUDGE_ENDPOINT:-}" ]]; then JUDGE_ARGS+=(--judge-endpoint "$JUDGE_ENDPOINT"); fi
-
-if [[ ! -x "$BIN" ]]; then
-  (cd "$ROOT" && cargo build --release -p openclaw-host)
-fi
-if [[ -n "${DATA_PATH:-}" ]]; then
-  # shellcheck disable=SC2086 # the groups are word lists
-  exec "$BIN" train --plugin "$HERE" --data-path "$DATA_PATH" $CKPT_ARGS $OPTIMIZER_ARGS $LORA_ARGS \
-    --rollout-batch-size 16 "${JUDGE_ARGS[@]}" "$@"
-fi
-# shellcheck disable=SC2086
-exec "$BIN" run --plugin "$HERE" $CKPT_ARGS $ROLLOUT_ARGS $OPTIMIZER_ARGS $LORA_ARGS "${JUDGE_ARGS[@]}" "$@"
+METHOD_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+export METHOD_DIR RUN_NAME="opd-qwen3-7b"
+export CKPT_ARGS="${CKPT_ARGS:---save-interval 100 --keep-checkpoints 3 --resume-from-checkpoint latest}"
+export ROLLOUT_ARGS="${ROLLOUT_ARGS:---rollout-batch-size 16 --num-rollouts-per-prompt 1 --max-staleness 2 --default-max-tokens 8192 --majority-vote-n 1 --judge-temperature 0.6 --judge-max-tokens 8192 --teacher frozen}"
+export OPTIMIZER_ARGS="${OPTIMIZER_ARGS:---lr 1e-5 --lr-schedule constant --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.98 --max-grad-norm 1.0}"
+export LORA_ARGS="${LORA_ARGS:-}"
+exec "$METHOD_DIR/../../scripts/run-method.sh" "$@"

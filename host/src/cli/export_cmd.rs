@@ -1,31 +1,10 @@
 //! `openclaw-host export`: a checkpoint as a standard Hugging Face model directory (LoRA
 //! merged, config, tokenizer files) that transformers, vLLM or SGLang load.
 
+use crate::policy::files::tokenizer_dir;
 use anyhow::{bail, Result};
 use openclaw_engine::{CpuBackend, SaveDtype, SaveOptions};
-use openclaw_train::checkpoint::read_saved_state;
 use std::path::{Path, PathBuf};
-
-/// Where the tokenizer files come from: `--tokenizer`, the checkpoint itself (checkpoints
-/// carry them), or the base model the checkpoint was trained from.
-fn tokenizer_dir(checkpoint: &Path, given: Option<&Path>) -> Result<PathBuf> {
-    if let Some(t) = given {
-        return Ok(t.to_path_buf());
-    }
-    if checkpoint.join("tokenizer.json").is_file() {
-        return Ok(checkpoint.to_path_buf());
-    }
-    if let Ok(saved) = read_saved_state(checkpoint) {
-        let base = PathBuf::from(&saved.config.base_model);
-        if base.join("tokenizer.json").is_file() {
-            return Ok(base);
-        }
-    }
-    bail!(
-        "{} has no tokenizer.json and names no base model that has one; give --tokenizer DIR",
-        checkpoint.display()
-    )
-}
 
 /// Exports `checkpoint` (a checkpoint directory, or `latest` in `save_dir`) to `out`.
 pub fn run(

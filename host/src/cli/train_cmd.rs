@@ -233,15 +233,8 @@ pub fn train(flags: &RunFlags, epochs: &EpochFlags) -> Result<i32> {
         }
     }
     bar.finish_and_clear();
-    if let Some(dir) = session.save(None)? {
-        eprintln!("saved {}", dir.display());
-    }
-    eprintln!(
-        "trained {} steps; log: {}",
-        session.trainer.state().step,
-        session.log.path().display()
-    );
-    Ok(0)
+    let log = session.log.path().to_path_buf();
+    finish(&mut session, &log)
 }
 
 /// `openclaw-host sft --data-path FILE`.
@@ -302,13 +295,18 @@ pub fn sft(
         other => other?,
     }
     bar.finish_and_clear();
+    finish(&mut session, log.path())
+}
+
+/// The last checkpoint (unless this step is saved already) and the closing line.
+fn finish(session: &mut TrainSession, log: &Path) -> Result<i32> {
     if let Some(dir) = session.save(None)? {
         eprintln!("saved {}", dir.display());
     }
     eprintln!(
         "trained {} steps; log: {}",
         session.trainer.state().step,
-        log.path().display()
+        log.display()
     );
     Ok(0)
 }

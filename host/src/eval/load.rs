@@ -2,10 +2,10 @@
 //! (LoRA adapters merged, tokenizer files from the checkpoint, `--tokenizer`, or the base
 //! model the checkpoint names).
 
+use crate::policy::files::tokenizer_dir;
 use anyhow::{bail, Context, Result};
 use openclaw_chat::{ChatTemplate, Tokenizer};
 use openclaw_engine::{CpuBackend, Model};
-use openclaw_train::checkpoint::read_saved_state;
 use std::path::{Path, PathBuf};
 
 /// A model ready to sample from, with the text side it was trained with.
@@ -35,35 +35,6 @@ fn weights_dir(path: &Path) -> Result<PathBuf> {
             path.display()
         )
     })
-}
-
-/// Where the tokenizer files come from: `given`, the weights' directory, or the base model
-/// its `trainer_state.json` names (checkpoints of older runs may lack tokenizer files).
-pub fn tokenizer_dir(weights: &Path, given: Option<&Path>) -> Result<PathBuf> {
-    if let Some(t) = given {
-        let dir = if t.is_file() {
-            t.parent().unwrap_or(Path::new(".")).to_path_buf()
-        } else {
-            t.to_path_buf()
-        };
-        if !dir.join("tokenizer.json").is_file() {
-            bail!("--tokenizer {}: no tokenizer.json there", t.display());
-        }
-        return Ok(dir);
-    }
-    if weights.join("tokenizer.json").is_file() {
-        return Ok(weights.to_path_buf());
-    }
-    if let Ok(saved) = read_saved_state(weights) {
-        let base = PathBuf::from(&saved.config.base_model);
-        if !saved.config.base_model.is_empty() && base.join("tokenizer.json").is_file() {
-            return Ok(base);
-        }
-    }
-    bail!(
-        "{} has no tokenizer.json and names no base model that has one; give --tokenizer DIR",
-        weights.display()
-    )
 }
 
 /// Loads `model_path` (model directory, checkpoint, or save directory) for evaluation.

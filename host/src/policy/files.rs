@@ -1,13 +1,14 @@
 //! The tokenizer and chat template of a model path: `tokenizer.json` (and the template files)
 //! in a model directory, or the metadata of a GGUF file.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use openclaw_chat::{
     chat_template_from_gguf, tokenizer_from_gguf, ChatTemplate, GgufTokenizerSpec, Tokenizer,
     CHATML_TEMPLATE,
 };
 use openclaw_engine::weights::gguf::{gguf_path, GgufFile};
-use std::path::Path;
+use openclaw_train::checkpoint::read_saved_state;
+use std::path::{Path, PathBuf};
 
 /// The tokenizer spec stored in a GGUF file.
 pub fn gguf_tokenizer_spec(g: &GgufFile) -> Result<GgufTokenizerSpec> {
@@ -59,4 +60,33 @@ pub fn tokenizer_and_template(path: &Path) -> Result<(Tokenizer, ChatTemplate)> 
     let tokenizer = Tokenizer::from_dir(path)?;
     let template = ChatTemplate::from_dir(path)?;
     Ok((tokenizer, template))
+}
+
+/// Where the tokenizer files come from: `given`, the weights' directory, or the base model
+/// its `trainer_state.json` names (checkpoints of older runs may lack tokenizer files).
+pub fn tokenizer_dir(weights: &Path, given: Option<&Path>) -> Result<PathBuf> {
+    if let Some(t) = given {
+        let dir = if t.is_file() {
+            t.parent().unwrap_or(Path::new(".")).to_path_buf()
+        } else {
+            t.to_path_buf()
+        };
+        if !dir.join("tokenizer.json").is_file() {
+            bail!("--tokenizer {}: no tokenizer.json there", t.display());
+        }
+        return Ok(dir);
+    }
+    if weights.join("tokenizer.json").is_file() {
+        return Ok(weights.to_path_buf());
+    }
+    if let Ok(saved) = read_saved_state(weights) {
+        let base = PathBuf::from(&saved.config.base_model);
+        if !saved.config.base_model.is_empty() && base.join("tokenizer.json").is_file() {
+            return Ok(base);
+        }
+    }
+    bail!(
+        "{} has no tokenizer.json and names no base model that has one; give --tokenizer DIR",
+        weights.display()
+    )
 }

@@ -2,30 +2,84 @@
 //! SmolLM2-135M-Instruct when `scripts/fetch-smollm2.sh` has fetched it (CI does not); skipped
 //! otherwise.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
-#[test]
-fn generate_answers_from_a_gguf_file() {
+/// The fetched GGUF, or `None` (and a note) when it is absent.
+fn smollm2() -> Option<PathBuf> {
     let gguf = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .unwrap()
         .join(".assets/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-    if !gguf.is_file() {
-        eprintln!(
-            "skipping: {} is absent (scripts/fetch-smollm2.sh)",
-            gguf.display()
-        );
-        return;
+    if gguf.is_file() {
+        return Some(gguf);
     }
+    eprintln!(
+        "skipping: {} is absent (scripts/fetch-smollm2.sh)",
+        gguf.display()
+    );
+    None
+}
+
+/// `generate --temperature 0` on the capital of France, from `model`.
+fn capital_of_france(model: &Path) -> String {
     let o = Command::new(env!("CARGO_BIN_EXE_openclaw-host"))
         .args(["generate", "--prompt", "What is the capital of France?"])
         .args(["--temperature", "0", "--max-tokens", "20", "--model-path"])
-        .arg(&gguf)
+        .arg(model)
         .env_remove("MODEL_PATH")
         .output()
         .unwrap();
-    let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn generate_answers_from_a_gguf_file() {
+    let Some(gguf) = smollm2() else { return };
+    let out = capital_of_france(&gguf);
+    assert!(out.contains("Paris"), "{out}");
+}
+
+/// A run that starts from a GGUF file writes checkpoints that serve on their own: the
+/// tokenizer and chat template are written into them from the GGUF metadata.
+#[test]
+fn checkpoints_of_a_gguf_run_carry_its_tokenizer() {
+    let Some(gguf) = smollm2() else { return };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let record = serde_json::json!({"session_id": "s0", "turns": [
+        {"type": "main", "prompt": [{"role": "user", "content": "What is the capital of France?"}],
+         "response": {"role": "assistant", "content": "The capital of France is Paris."},
+         "reward": 1.0, "trainable": true}]});
+    std::fs::write(dir.join("rl.jsonl"), format!("{record}\n")).unwrap();
+    let plugin = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .join("methods/binary-rl");
+    let o = Command::new(env!("CARGO_BIN_EXE_openclaw-host"))
+        .arg("train")
+        .arg("--model-path")
+        .arg(&gguf)
+        .arg("--plugin")
+        .arg(&plugin)
+        .args(["--data-path", "rl.jsonl", "--rollout-batch-size", "1"])
+        .args(["--use-lora", "--lora-rank", "4", "--lr", "1e-5"])
+        .args(["--save-dir", "ckpt", "--log-dir", "logs"])
+        .current_dir(dir)
+        .env_remove("MODEL_PATH")
+        .env_remove("CKPT_SAVE_DIR")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let ckpt = dir.join("ckpt/checkpoint-1");
+    for f in ["tokenizer.json", "tokenizer_config.json"] {
+        assert!(
+            ckpt.join(f).is_file(),
+            "{f} missing from {}",
+            ckpt.display()
+        );
+    }
+    let out = capital_of_france(&ckpt);
     assert!(out.contains("Paris"), "{out}");
 }

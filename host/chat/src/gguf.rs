@@ -194,6 +194,43 @@ pub fn chat_template_from_gguf(spec: &GgufTokenizerSpec) -> Result<Option<ChatTe
     Ok(Some(template.with_config(&spec.config())))
 }
 
+/// The GGUF's tokenizer as Hugging Face files: `tokenizer.json` and a `tokenizer_config.json`
+/// with the special tokens and the chat template, as `(file name, bytes)`. A directory holding
+/// them loads with [`Tokenizer::from_dir`] and [`ChatTemplate::from_dir`] to the same tokenizer
+/// and template as [`tokenizer_from_gguf`] and [`chat_template_from_gguf`]; checkpoints of a
+/// run that started from a GGUF file carry them, so they can be served on their own.
+pub fn tokenizer_files_from_gguf(spec: &GgufTokenizerSpec) -> Result<Vec<(String, Vec<u8>)>> {
+    let tokenizer = tokenizer_from_gguf(spec)?;
+    let json = tokenizer
+        .inner()
+        .to_string(true)
+        .map_err(|e| anyhow!("cannot serialise the GGUF tokenizer: {e}"))?;
+    let config = spec.config();
+    let mut cfg = serde_json::Map::new();
+    for (key, value) in [
+        ("bos_token", &config.bos_token),
+        ("eos_token", &config.eos_token),
+        ("pad_token", &config.pad_token),
+        ("unk_token", &config.unk_token),
+    ] {
+        if let Some(v) = value {
+            cfg.insert(key.into(), serde_json::Value::String(v.clone()));
+        }
+    }
+    cfg.insert(
+        "add_bos_token".into(),
+        serde_json::Value::Bool(spec.add_bos),
+    );
+    if let Some(t) = &spec.chat_template {
+        cfg.insert("chat_template".into(), serde_json::Value::String(t.clone()));
+    }
+    let cfg = serde_json::to_vec_pretty(&serde_json::Value::Object(cfg))?;
+    Ok(vec![
+        ("tokenizer.json".into(), json.into_bytes()),
+        ("tokenizer_config.json".into(), cfg),
+    ])
+}
+
 /// llama.cpp's regex list for a `tokenizer.ggml.pre` name, then the byte-level mapping.
 fn pre_tokenizer(pre: Option<&str>) -> Result<PreTokenizerWrapper> {
     let regexes: &[&str] = match pre {
@@ -322,6 +359,37 @@ mod tests {
             ..spec()
         };
         assert!(chat_template_from_gguf(&none).unwrap().is_none());
+    }
+
+    #[test]
+    fn written_files_load_to_the_same_tokenizer_and_template() {
+        let spec = GgufTokenizerSpec {
+            add_bos: true,
+            ..spec()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        for (name, bytes) in tokenizer_files_from_gguf(&spec).unwrap() {
+            std::fs::write(dir.path().join(name), bytes).unwrap();
+        }
+        let direct = tokenizer_from_gguf(&spec).unwrap();
+        let loaded = Tokenizer::from_dir(dir.path()).unwrap();
+        for text in ["ab", "<|im_start|>ab 12<x>", "b a"] {
+            for special in [false, true] {
+                assert_eq!(
+                    loaded.encode(text, special).unwrap(),
+                    direct.encode(text, special).unwrap(),
+                    "{text:?} special={special}"
+                );
+            }
+        }
+        assert_eq!(loaded.decode(&[0, 4, 8, 1], true).unwrap(), "ab<x>");
+        assert_eq!(loaded.special_tokens(), direct.special_tokens());
+        let msgs = [crate::ChatMessage::new("user", "hi")];
+        let render = |t: &ChatTemplate| t.render(&msgs, None, &Default::default()).unwrap();
+        assert_eq!(
+            render(&ChatTemplate::from_dir(dir.path()).unwrap()),
+            render(&chat_template_from_gguf(&spec).unwrap().unwrap())
+        );
     }
 
     #[test]

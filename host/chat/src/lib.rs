@@ -24,8 +24,8 @@ mod train;
 
 pub use config::TokenizerConfig;
 pub use gguf::{
-    chat_template_from_gguf, tokenizer_from_gguf, GgufTokenizerSpec, TOKEN_TYPE_CONTROL,
-    TOKEN_TYPE_USER_DEFINED,
+    chat_template_from_gguf, tokenizer_files_from_gguf, tokenizer_from_gguf, GgufTokenizerSpec,
+    TOKEN_TYPE_CONTROL, TOKEN_TYPE_USER_DEFINED,
 };
 pub use incremental::IncrementalDecoder;
 pub use message::{ChatMessage, ContentPart, FunctionCall, MessageContent, ToolCall};

@@ -3,11 +3,12 @@
 
 use anyhow::{bail, Context, Result};
 use openclaw_chat::{
-    chat_template_from_gguf, tokenizer_from_gguf, ChatTemplate, GgufTokenizerSpec, Tokenizer,
-    CHATML_TEMPLATE,
+    chat_template_from_gguf, tokenizer_files_from_gguf, tokenizer_from_gguf, ChatTemplate,
+    GgufTokenizerSpec, Tokenizer, CHATML_TEMPLATE,
 };
 use openclaw_engine::weights::gguf::{gguf_path, GgufFile};
-use openclaw_train::checkpoint::read_saved_state;
+use openclaw_train::checkpoint::{read_saved_state, ExtraFile};
+use openclaw_train::export::TOKENIZER_FILES;
 use std::path::{Path, PathBuf};
 
 /// The tokenizer spec stored in a GGUF file.
@@ -60,6 +61,27 @@ pub fn tokenizer_and_template(path: &Path) -> Result<(Tokenizer, ChatTemplate)> 
     let tokenizer = Tokenizer::from_dir(path)?;
     let template = ChatTemplate::from_dir(path)?;
     Ok((tokenizer, template))
+}
+
+/// The tokenizer files a checkpoint of a run started from `model_path` carries: those of a
+/// model directory as they are, or, for a GGUF file, `tokenizer.json` and
+/// `tokenizer_config.json` (with its chat template) built from the metadata.
+pub fn tokenizer_files(model_path: &Path) -> Result<Vec<ExtraFile>> {
+    if let Some(file) = gguf_path(model_path)? {
+        let g = GgufFile::open(&file)?;
+        let spec = gguf_tokenizer_spec(&g)
+            .with_context(|| format!("{}: tokenizer metadata", file.display()))?;
+        return Ok(tokenizer_files_from_gguf(&spec)?
+            .into_iter()
+            .map(|(name, contents)| ExtraFile { name, contents })
+            .collect());
+    }
+    TOKENIZER_FILES
+        .iter()
+        .map(|f| model_path.join(f))
+        .filter(|p| p.is_file())
+        .map(|p| ExtraFile::copy_of(&p))
+        .collect()
 }
 
 /// Where the tokenizer files come from: `given`, the weights' directory, or the base model

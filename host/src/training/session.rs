@@ -8,7 +8,6 @@ use burn::backend::Autodiff;
 use openclaw_engine::{score, CpuBackend, ScoreOptions, ScoreRequest};
 use openclaw_plugin_api::TrainingSample;
 use openclaw_train::checkpoint::is_complete;
-use openclaw_train::export::TOKENIZER_FILES;
 use openclaw_train::{resolve_checkpoint, ExtraFile, StepReport, TrainConfig, TrainLog, Trainer};
 use std::path::{Path, PathBuf};
 
@@ -122,12 +121,7 @@ impl TrainSession {
     /// model directory's weights (the run's starting point), also after a resume.
     pub fn start(config: TrainConfig, opts: SessionOptions) -> Result<Self> {
         let device = Default::default();
-        let tokenizer_files = TOKENIZER_FILES
-            .iter()
-            .map(|f| opts.model_dir.join(f))
-            .filter(|p| p.is_file())
-            .map(|p| ExtraFile::copy_of(&p))
-            .collect::<Result<Vec<_>>>()?;
+        let tokenizer_files = crate::policy::files::tokenizer_files(&opts.model_dir)?;
         // `latest` with nothing saved yet is a fresh start (launch scripts pass it always).
         let nothing_saved = opts.resume == "latest"
             && opts

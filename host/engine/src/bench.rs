@@ -10,11 +10,13 @@ use serde::Serialize;
 
 use crate::config::ModelConfig;
 use crate::device::{CpuBackend, CpuDevice};
-use crate::generate::{generate, generate_parallel, GenerateRequest, SamplingParams};
+use crate::generate::{generate, generate_parallel, DecodeBatch, GenerateRequest, SamplingParams};
+use crate::model::Model;
 use crate::publish::Versioned;
 use crate::rng::Rng;
 use crate::score::{score, ScoreOptions, ScoreRequest};
 use crate::weights::random_model;
+use burn::prelude::Backend;
 
 /// What to measure.
 #[derive(Clone, Debug)]
@@ -186,6 +188,124 @@ pub fn run(config: &BenchConfig) -> Result<BenchReport> {
     })
 }
 
+/// What `bench decode` measures on a loaded model.
+#[derive(Clone, Debug)]
+pub struct DecodeBenchConfig {
+    /// Prompt tokens per sequence (random ids).
+    pub prompt_len: usize,
+    /// Tokens generated per sequence (no stops).
+    pub new_tokens: usize,
+    /// Batch sizes.
+    pub batches: Vec<usize>,
+    /// Also split each batch into up to this many decode groups on their own threads (1: skip).
+    pub groups: usize,
+    /// Timed repetitions per measurement (the best counts), after one warm-up.
+    pub repeats: usize,
+    /// Seed of the prompts and of the sampled tokens.
+    pub seed: u64,
+}
+
+/// One decode measurement.
+#[derive(Clone, Debug, Serialize)]
+pub struct DecodeBenchRow {
+    /// Sequences decoded together.
+    pub batch: usize,
+    /// Decode groups on their own threads (1: one batch).
+    pub groups: usize,
+    /// Seconds of the prefill (not part of `decode_tok_s`).
+    pub prefill_s: f64,
+    /// Generated tokens per second over all sequences, after the prefill.
+    pub decode_tok_s: f64,
+    /// `decode_tok_s / batch`: the speed each sequence sees.
+    pub per_sequence_tok_s: f64,
+}
+
+/// Prefill and decode times of one group: the decode clock starts when every group of the
+/// measurement has finished its prefill (the barrier), so groups decode side by side.
+fn timed_group<B: Backend>(
+    weights: Arc<Versioned<Model<B>>>,
+    reqs: Vec<GenerateRequest>,
+    barrier: &std::sync::Barrier,
+) -> Result<(f64, f64)> {
+    let t = Instant::now();
+    let batch = DecodeBatch::new(weights, reqs, None);
+    let prefill = t.elapsed().as_secs_f64();
+    barrier.wait();
+    let mut batch = batch?;
+    let t = Instant::now();
+    while !batch.is_finished() {
+        batch.step();
+    }
+    Ok((prefill, t.elapsed().as_secs_f64()))
+}
+
+/// Decode speed of `weights` at each batch size (and split into groups), sampling at
+/// temperature 1 from the full vocabulary with no stops, so every sequence generates exactly
+/// `new_tokens`. The prefill is timed apart; `decode_tok_s` counts only the decode steps,
+/// as llama.cpp's `eval time` does.
+pub fn decode_speed<B: Backend>(
+    weights: Arc<Versioned<Model<B>>>,
+    config: &DecodeBenchConfig,
+) -> Result<Vec<DecodeBenchRow>> {
+    let vocab = weights.model.config.vocab_size;
+    let mut rng = Rng::new(config.seed ^ 0xdec0de);
+    let mut rows = Vec::new();
+    for &b in &config.batches {
+        let reqs: Vec<GenerateRequest> = (0..b)
+            .map(|i| GenerateRequest {
+                seed: config.seed + i as u64,
+                ..GenerateRequest::new(
+                    random_ids(&mut rng, config.prompt_len, vocab),
+                    config.new_tokens,
+                )
+            })
+            .collect();
+        let mut group_counts = vec![1];
+        if config.groups > 1 && b > 1 {
+            group_counts.push(config.groups.min(b));
+        }
+        for groups in group_counts {
+            let per = b.div_ceil(groups);
+            let chunks: Vec<Vec<GenerateRequest>> = reqs.chunks(per).map(|c| c.to_vec()).collect();
+            let mut best = (f64::INFINITY, f64::INFINITY);
+            for rep in 0..=config.repeats.max(1) {
+                let barrier = std::sync::Barrier::new(chunks.len());
+                let times = std::thread::scope(|scope| {
+                    let handles: Vec<_> = chunks
+                        .iter()
+                        .map(|c| {
+                            let (w, c, bar) = (weights.clone(), c.clone(), &barrier);
+                            scope.spawn(move || timed_group(w, c, bar))
+                        })
+                        .collect();
+                    handles
+                        .into_iter()
+                        .map(|h| {
+                            h.join()
+                                .map_err(|_| anyhow::anyhow!("a decode thread panicked"))?
+                        })
+                        .collect::<Result<Vec<_>>>()
+                })?;
+                let prefill = times.iter().map(|t| t.0).fold(0.0, f64::max);
+                let decode = times.iter().map(|t| t.1).fold(0.0, f64::max);
+                // Repetition 0 is the warm-up.
+                if rep > 0 && decode < best.1 {
+                    best = (prefill, decode);
+                }
+            }
+            let tok_s = (b * config.new_tokens) as f64 / best.1;
+            rows.push(DecodeBenchRow {
+                batch: b,
+                groups: chunks.len(),
+                prefill_s: best.0,
+                decode_tok_s: tok_s,
+                per_sequence_tok_s: tok_s / b as f64,
+            });
+        }
+    }
+    Ok(rows)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,5 +327,32 @@ mod tests {
         assert_eq!(r.decode_tok_s.len(), 2);
         assert_eq!(r.decode_grouped_tok_s.len(), 1);
         assert!(r.prefill_tok_s > 0.0 && r.score_tok_s > 0.0);
+    }
+
+    #[test]
+    fn decode_speed_measures_each_batch_alone_and_in_groups() {
+        let device = CpuDevice::default();
+        let model = random_model::<CpuBackend>(
+            ModelConfig::qwen3(64, 16, 32, 1, 2, 1, 8, true),
+            3,
+            &device,
+        )
+        .unwrap();
+        let weights = Arc::new(Versioned { version: 0, model });
+        let cfg = DecodeBenchConfig {
+            prompt_len: 4,
+            new_tokens: 5,
+            batches: vec![1, 4],
+            groups: 2,
+            repeats: 1,
+            seed: 7,
+        };
+        let rows = decode_speed(weights, &cfg).unwrap();
+        let shape: Vec<(usize, usize)> = rows.iter().map(|r| (r.batch, r.groups)).collect();
+        assert_eq!(shape, vec![(1, 1), (4, 1), (4, 2)]);
+        for r in &rows {
+            assert!(r.decode_tok_s > 0.0 && r.prefill_s > 0.0, "{r:?}");
+            assert!((r.per_sequence_tok_s * r.batch as f64 - r.decode_tok_s).abs() < 1e-6);
+        }
     }
 }

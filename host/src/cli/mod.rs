@@ -8,6 +8,7 @@ pub mod default_model_cmd;
 pub mod eval_cmd;
 mod export_cmd;
 pub mod flags;
+pub mod judge_agreement_cmd;
 pub mod model_cmd;
 pub mod plot_cmd;
 mod plugins;
@@ -15,10 +16,11 @@ pub mod run_cmd;
 pub mod serve_cmd;
 pub mod train_cmd;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 use flags::RunFlags;
 use openclaw_plugin_api::PluginKind;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The `openclaw-host` command line.
 #[derive(Parser, Debug)]
@@ -84,6 +86,15 @@ pub enum Command {
     /// Evaluate a model on held-out simulated prompts (no hint, plain hint, markdown hint):
     /// plain, markdown, invalid and on-topic shares with 95% intervals.
     Eval(eval_cmd::EvalFlags),
+    /// Re-judge a buffer's recorded turns with a judge model (--judge-model-path or
+    /// --judge-endpoint) and with the rule-based judge, through the method's reward plugin, and
+    /// report how often they agree.
+    JudgeAgreement {
+        #[command(flatten)]
+        run: RunFlags,
+        #[command(flatten)]
+        extra: judge_agreement_cmd::AgreementFlags,
+    },
     /// Complete one prompt; with --json, also the prompt ids, sampled ids and logprobs.
     Generate {
         /// The model directory.
@@ -113,11 +124,12 @@ pub enum Command {
         sample: SampleFlags,
     },
     /// Measure this machine: `bench engine` (prefill, decode at batch 1 and 8, scoring),
-    /// `bench train` (training tokens/s), `bench serve` (load test with and without training).
+    /// `bench decode` (decode speed of a real model), `bench train` (training tokens/s),
+    /// `bench serve` (load test with and without training).
     Bench {
-        /// What to measure: engine, train or serve.
+        /// What to measure: engine, decode, train or serve.
         what: String,
-        /// serve: the model (default: MODEL_PATH).
+        /// serve, decode: the model (default: MODEL_PATH; serve falls back to the built-in one).
         #[arg(long, env = "MODEL_PATH")]
         model_path: Option<String>,
         /// serve: the method of the training run.
@@ -132,6 +144,8 @@ pub enum Command {
         /// serve: tokens per answer.
         #[arg(long, default_value_t = 32)]
         max_tokens: u32,
+        #[command(flatten)]
+        decode: DecodeBenchFlags,
     },
     /// Serve the OpenAI-compatible API and record every main turn (no training).
     Serve(flags::RunFlags),
@@ -325,6 +339,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             rebuild,
         } => default_model_cmd::run(out.as_deref(), steps, rebuild),
         Command::Eval(flags) => eval_cmd::run(&flags),
+        Command::JudgeAgreement { run, extra } => judge_agreement_cmd::run(&run, &extra),
         Command::Serve(flags) => serve_cmd::run(&flags),
         Command::Run(flags) => run_cmd::run(&flags),
         Command::Train { run, epochs } => train_cmd::train(&run, &epochs),
@@ -348,8 +363,15 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             clients,
             seconds,
             max_tokens,
+            decode,
         } => match what.as_str() {
             "engine" => bench_engine(),
+            "decode" => {
+                let model = model_path.context(
+                    "bench decode needs --model-path (or MODEL_PATH): a model directory or GGUF file",
+                )?;
+                bench_decode(Path::new(&model), &decode)
+            }
             "train" => bench_train(),
             "serve" => {
                 let model = match model_path {
@@ -373,9 +395,74 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                 }
                 Ok(0)
             }
-            other => anyhow::bail!("unknown benchmark `{other}` (known: engine, train, serve)"),
+            other => {
+                anyhow::bail!("unknown benchmark `{other}` (known: engine, decode, train, serve)")
+            }
         },
     }
+}
+
+/// `bench decode` settings.
+#[derive(clap::Args, Debug)]
+pub struct DecodeBenchFlags {
+    /// decode: batch sizes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 8])]
+    batches: Vec<usize>,
+    /// decode: prompt tokens per sequence.
+    #[arg(long, default_value_t = 32)]
+    prompt_len: usize,
+    /// decode: tokens generated per sequence.
+    #[arg(long, default_value_t = 64)]
+    new_tokens: usize,
+    /// decode: timed repetitions (the best counts) after a warm-up.
+    #[arg(long, default_value_t = 2)]
+    repeats: usize,
+}
+
+fn bench_decode(model: &Path, flags: &DecodeBenchFlags) -> anyhow::Result<i32> {
+    use openclaw_engine::bench::{decode_speed, DecodeBenchConfig};
+    if flags.batches.is_empty() || flags.batches.contains(&0) {
+        anyhow::bail!("--batches: give positive batch sizes, e.g. 1,8");
+    }
+    if flags.prompt_len == 0 || flags.new_tokens == 0 {
+        anyhow::bail!("--prompt-len and --new-tokens must be positive");
+    }
+    let device = openclaw_engine::CpuDevice::default();
+    let t = std::time::Instant::now();
+    let model = openclaw_engine::load_model::<openclaw_engine::CpuBackend>(model, &device)
+        .with_context(|| format!("cannot load {}", model.display()))?;
+    let cfg = &model.config;
+    eprintln!(
+        "decode benchmark: {} ({} layers, hidden {}, vocab {}), loaded in {:.1} s; {}-token prompts, {} new tokens",
+        cfg.architecture.name(),
+        cfg.num_hidden_layers,
+        cfg.hidden_size,
+        cfg.vocab_size,
+        t.elapsed().as_secs_f64(),
+        flags.prompt_len,
+        flags.new_tokens
+    );
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let weights = std::sync::Arc::new(openclaw_engine::Versioned { version: 0, model });
+    let rows = decode_speed(
+        weights,
+        &DecodeBenchConfig {
+            prompt_len: flags.prompt_len,
+            new_tokens: flags.new_tokens,
+            batches: flags.batches.clone(),
+            groups: threads,
+            repeats: flags.repeats,
+            seed: 0,
+        },
+    )?;
+    for r in &rows {
+        eprintln!(
+            "batch {:>2} in {} group(s): {:>7.1} tokens/s decode ({:.1} per sequence), prefill {:.2} s",
+            r.batch, r.groups, r.decode_tok_s, r.per_sequence_tok_s, r.prefill_s
+        );
+    }
+    println!("{}", serde_json::to_string_pretty(&rows)?);
+    Ok(0)
 }
 
 fn bench_engine() -> anyhow::Result<i32> {

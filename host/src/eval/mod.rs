@@ -9,6 +9,7 @@
 //! condition, the prompt and the sample number: two checkpoints evaluated with one seed are
 //! compared on common random numbers, which makes small differences between them visible.
 
+pub mod judge_agreement;
 pub mod load;
 pub mod stats;
 

@@ -117,8 +117,10 @@ impl SimUsers {
                     .name(format!("sim-user-{i}"))
                     .spawn(move || {
                         let client = Client {
+                            // A real model on a CPU with 8 users at once can take minutes
+                            // per answer; a user that gave up would lose the turn.
                             agent: ureq::Agent::config_builder()
-                                .timeout_global(Some(Duration::from_secs(120)))
+                                .timeout_global(Some(Duration::from_secs(900)))
                                 .http_status_as_error(false)
                                 .build()
                                 .into(),

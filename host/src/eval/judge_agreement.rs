@@ -133,6 +133,9 @@ impl AgreementReport {
     }
 }
 
+/// Both judges' scores of one turn (reference, candidate), or why it could not be scored.
+type PairResult = Result<(Score, Score), String>;
+
 /// Scores every turn with both reward plugins on `workers` threads (the candidate's judge
 /// model batches the votes of concurrent turns), calling `progress` after each turn.
 pub fn compare(
@@ -145,7 +148,7 @@ pub fn compare(
     progress: &(dyn Fn() + Sync),
 ) -> Result<AgreementReport> {
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<(usize, Result<(Score, Score), String>)>> = Mutex::new(Vec::new());
+    let results: Mutex<Vec<(usize, PairResult)>> = Mutex::new(Vec::new());
     std::thread::scope(|scope| {
         for _ in 0..workers.max(1).min(turns.len().max(1)) {
             scope.spawn(|| loop {

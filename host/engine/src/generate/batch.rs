@@ -276,9 +276,13 @@ impl<B: Backend> DecodeBatch<B> {
             rope: model.rope_tables(&positions, n, 1, &self.device),
             key_mask,
         };
-        let hidden = model.hidden(tokens, &ctx, Some(&mut self.cache));
-        let d = hidden.dims()[2];
-        self.logits = split_rows(to_f32_vec(model.lm_logits(hidden.reshape([n, d]))), n);
+        let cache = &mut self.cache;
+        let logits = crate::model::small_matmul::decode_scope(|| {
+            let hidden = model.hidden(tokens, &ctx, Some(cache));
+            let d = hidden.dims()[2];
+            to_f32_vec(model.lm_logits(hidden.reshape([n, d])))
+        });
+        self.logits = split_rows(logits, n);
     }
 
     /// The finished (or, if called early, partial) sequences in request order.

@@ -52,7 +52,11 @@ pub fn linear_forward<B: Backend, const D: usize>(
     let rows: usize = dims[..D - 1].iter().product();
     let w = layer.weight.val();
     let d_out = w.dims()[1];
-    let mut y = x.reshape([rows, d_in]).matmul(w);
+    let x = x.reshape([rows, d_in]);
+    let mut y = match super::small_matmul::try_matmul(&x, &w) {
+        Some(y) => y,
+        None => x.matmul(w),
+    };
     if let Some(b) = &layer.bias {
         y = y + b.val().unsqueeze::<2>();
     }

@@ -6,6 +6,7 @@ pub mod linear;
 pub mod mlp;
 pub mod norm;
 pub mod rope;
+pub mod small_matmul;
 
 use anyhow::{bail, Result};
 use burn::module::Param;

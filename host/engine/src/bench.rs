@@ -62,7 +62,7 @@ impl Default for BenchConfig {
 }
 
 /// Threads the CPU backend uses: `RAYON_NUM_THREADS` if set, else the available cores.
-fn cpu_threads() -> usize {
+pub fn cpu_threads() -> usize {
     std::env::var("RAYON_NUM_THREADS")
         .ok()
         .and_then(|v| v.parse().ok())

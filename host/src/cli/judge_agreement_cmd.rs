@@ -8,9 +8,7 @@ use crate::eval::judge_agreement::{compare, spread, turns_with_next_state, CLASS
 use crate::judge;
 use crate::plugin::instance::TracingLog;
 use crate::plugin::RunPlugins;
-use crate::policy::{ModelFiles, PolicyEngine, SchedulerOptions};
 use anyhow::{bail, Context, Result};
-use openclaw_engine::CpuBackend;
 use openclaw_plugin_api::{HostServices, PluginKind};
 use std::path::Path;
 use std::sync::Arc;
@@ -59,19 +57,7 @@ pub fn run(flags: &RunFlags, extra: &AgreementFlags) -> Result<i32> {
         .to_string();
     // A method that scores with the policy (distillation's teacher) needs the model.
     let policy = (!cfg.model_path.is_empty())
-        .then(|| -> Result<_> {
-            let files =
-                ModelFiles::<CpuBackend>::load(Path::new(&cfg.model_path), &Default::default())?;
-            Ok(Arc::new(PolicyEngine::start(
-                files,
-                0,
-                SchedulerOptions {
-                    max_batch: cfg.max_batch_size as usize,
-                    max_inflight: cfg.max_inflight as usize,
-                },
-                Arc::new(crate::metrics::Metrics::new()),
-            )))
-        })
+        .then(|| super::train_cmd::policy_engine(&cfg))
         .transpose()?;
     let host = |j: Arc<dyn openclaw_plugin_api::host::JudgeService>| {
         let b = HostServices::builder().judge(j).log(TracingLog::new(&name));

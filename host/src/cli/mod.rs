@@ -442,7 +442,7 @@ fn bench_decode(model: &Path, flags: &DecodeBenchFlags) -> anyhow::Result<i32> {
         flags.prompt_len,
         flags.new_tokens
     );
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = openclaw_engine::bench::cpu_threads();
     let weights = std::sync::Arc::new(openclaw_engine::Versioned { version: 0, model });
     let rows = decode_speed(
         weights,

@@ -65,11 +65,11 @@ fn require_data(cfg: &RunConfig) -> Result<&Path> {
     Ok(Path::new(&cfg.data_path))
 }
 
-/// The reward plugin with the host's services: the policy for teacher scoring (the starting
-/// model), the run's judge and the log.
-fn reward_plugin(run: &RunPlugins, cfg: &RunConfig) -> Result<RewardHandle> {
+/// The run's model (`--model-path`) served by a policy engine with the run's batch limits,
+/// for reward plugins that score with the policy (distillation's teacher).
+pub(crate) fn policy_engine(cfg: &RunConfig) -> Result<Arc<PolicyEngine<CpuBackend>>> {
     let files = ModelFiles::<CpuBackend>::load(Path::new(&cfg.model_path), &Default::default())?;
-    let engine = Arc::new(PolicyEngine::start(
+    Ok(Arc::new(PolicyEngine::start(
         files,
         0,
         SchedulerOptions {
@@ -77,7 +77,13 @@ fn reward_plugin(run: &RunPlugins, cfg: &RunConfig) -> Result<RewardHandle> {
             max_inflight: cfg.max_inflight as usize,
         },
         Arc::new(Metrics::new()),
-    ));
+    )))
+}
+
+/// The reward plugin with the host's services: the policy for teacher scoring (the starting
+/// model), the run's judge and the log.
+fn reward_plugin(run: &RunPlugins, cfg: &RunConfig) -> Result<RewardHandle> {
+    let engine = policy_engine(cfg)?;
     let name = run
         .plugin_for(openclaw_plugin_api::PluginKind::Reward)
         .unwrap_or("reward");

@@ -3,6 +3,7 @@
 //! Arrows point down: the command line uses configuration and plugins; plugins know nothing
 //! of the command line.
 
+pub mod backend;
 pub mod buffer;
 pub mod cli;
 pub mod collect;

@@ -1,33 +1,18 @@
 //! A GGUF file as `--model-path`: weights, tokenizer and chat template all come from it. Uses
-//! SmolLM2-135M-Instruct when `scripts/fetch-smollm2.sh` has fetched it (CI does not); skipped
-//! otherwise.
+//! SmolLM2-135M-Instruct, which the test command fetches (`scripts/test.sh`); without it the
+//! tests print that they were skipped and why.
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod common;
 
-/// The fetched GGUF, or `None` (and a note) when it is absent.
-fn smollm2() -> Option<PathBuf> {
-    let gguf = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .join(".assets/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-    if gguf.is_file() {
-        return Some(gguf);
-    }
-    eprintln!(
-        "skipping: {} is absent (scripts/fetch-smollm2.sh)",
-        gguf.display()
-    );
-    None
-}
+use common::smollm2;
+use std::path::Path;
 
 /// `generate --temperature 0` on the capital of France, from `model`.
 fn capital_of_france(model: &Path) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_openclaw-host"))
+    let o = common::host_command(model.parent().unwrap())
         .args(["generate", "--prompt", "What is the capital of France?"])
         .args(["--temperature", "0", "--max-tokens", "20", "--model-path"])
         .arg(model)
-        .env_remove("MODEL_PATH")
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -53,11 +38,8 @@ fn checkpoints_of_a_gguf_run_carry_its_tokenizer() {
          "response": {"role": "assistant", "content": "The capital of France is Paris."},
          "reward": 1.0, "trainable": true}]});
     std::fs::write(dir.join("rl.jsonl"), format!("{record}\n")).unwrap();
-    let plugin = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .join("methods/binary-rl");
-    let o = Command::new(env!("CARGO_BIN_EXE_openclaw-host"))
+    let plugin = common::workspace().join("methods/binary-rl");
+    let o = common::host_command(dir)
         .arg("train")
         .arg("--model-path")
         .arg(&gguf)
@@ -66,9 +48,6 @@ fn checkpoints_of_a_gguf_run_carry_its_tokenizer() {
         .args(["--data-path", "rl.jsonl", "--rollout-batch-size", "1"])
         .args(["--use-lora", "--lora-rank", "4", "--lr", "1e-5"])
         .args(["--save-dir", "ckpt", "--log-dir", "logs"])
-        .current_dir(dir)
-        .env_remove("MODEL_PATH")
-        .env_remove("CKPT_SAVE_DIR")
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

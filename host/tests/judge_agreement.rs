@@ -2,38 +2,16 @@
 //! simulated users for a few steps, then the built-in model (a poor judge, which is the point:
 //! its votes are often unparseable) re-judges the turns beside the rule-based judge.
 
-use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+mod common;
 
 fn host(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_openclaw-host"))
-        .current_dir(dir)
-        .args(args)
-        .env_remove("MODEL_PATH")
-        .env_remove("JUDGE_MODEL_PATH")
-        .env_remove("JUDGE_ENDPOINT")
-        .env_remove("RL_BUFFER_DIR")
-        .env("OPENCLAW_HOME", dir.join("home"))
-        .output()
-        .unwrap()
+    common::host_command_home(dir).args(args).output().unwrap()
 }
 
-fn port() -> String {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string()
-}
+use common::workspace;
+use serde_json::Value;
+use std::path::Path;
+use std::process::Output;
 
 #[test]
 fn a_judge_model_is_compared_with_the_rule_judge_on_recorded_turns() {
@@ -50,7 +28,7 @@ fn a_judge_model_is_compared_with_the_rule_judge_on_recorded_turns() {
             "--max-steps",
             "2",
             "--port",
-            &port(),
+            &common::free_port().to_string(),
         ],
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

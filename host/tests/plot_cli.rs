@@ -1,15 +1,15 @@
 //! `openclaw-host plot` as a user runs it: the real binary on training logs written to a
 //! temporary folder, checked by the PNG it writes and what it prints.
 
+mod common;
+
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 fn plot(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_openclaw-host"))
+    common::host_command(dir)
         .arg("plot")
         .args(args)
-        .current_dir(dir)
-        .env_remove("RUST_LOG")
         .output()
         .expect("run openclaw-host")
 }

@@ -1,16 +1,12 @@
 //! The `openclaw-host plugins` and `config` commands, run as a user runs them: the real binary,
 //! real plugin crates built with cargo, real files.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::OnceLock;
+mod common;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+use common::{host_command, workspace};
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::sync::OnceLock;
 
 /// Plugin crates created by tests build in one shared target folder, so their dependencies
 /// compile once per test run rather than once per crate.
@@ -23,8 +19,8 @@ fn host(args: &[&str]) -> Output {
 }
 
 fn host_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_openclaw-host"));
-    cmd.args(args).current_dir(dir).env_remove("RUST_LOG");
+    let mut cmd = host_command(dir);
+    cmd.args(args);
     for (k, v) in env {
         cmd.env(k, v);
     }

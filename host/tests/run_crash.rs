@@ -3,55 +3,23 @@
 //! Every answer a client received is in the buffer, training resumes from the last
 //! checkpoint, and no sample is trained twice.
 
+mod common;
+
+use common::{free_port, host_command, workspace};
 use openclaw_host::buffer::{Log, Record};
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_openclaw-host")
-}
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 fn tiny_model(dir: &Path) -> PathBuf {
     let corpus =
         "the owl lives in the forest and eats mice thanks that helps please write plain text\n"
             .repeat(200);
-    std::fs::write(dir.join("corpus.txt"), corpus).unwrap();
-    let o = Command::new(bin())
-        .args([
-            "init-model",
-            "--preset",
-            "tiny",
-            "--vocab-size",
-            "300",
-            "--out",
-        ])
-        .arg(dir.join("model"))
-        .arg("--train-text")
-        .arg(dir.join("corpus.txt"))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    dir.join("model")
+    common::tiny_model(dir, &corpus, 300)
 }
 
 struct Host {
@@ -69,8 +37,7 @@ impl Drop for Host {
 fn start(dir: &Path, extra: &[&str]) -> Host {
     let port = free_port();
     let plugin = workspace().join("methods/binary-rl");
-    let child = Command::new(bin())
-        .current_dir(dir)
+    let child = host_command(dir)
         .arg("run")
         .arg("--plugin")
         .arg(&plugin)
@@ -88,7 +55,6 @@ fn start(dir: &Path, extra: &[&str]) -> Host {
             "1000",
         ])
         .args(extra)
-        .env_remove("MODEL_PATH")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.join(format!("host-{port}.err"))).unwrap())
         .spawn()
@@ -163,9 +129,9 @@ fn score_lines(dir: &Path) -> Vec<Value> {
 }
 
 fn latest_step(dir: &Path) -> u64 {
-    std::fs::read_to_string(dir.join("checkpoints/checkpoint-latest"))
+    std::fs::read_link(dir.join("checkpoints/checkpoint-latest"))
         .ok()
-        .and_then(|s| s.trim().strip_prefix("checkpoint-")?.parse().ok())
+        .and_then(|s| s.to_str()?.strip_prefix("checkpoint-")?.parse().ok())
         .unwrap_or(0)
 }
 

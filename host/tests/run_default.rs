@@ -3,38 +3,21 @@
 //! judge). The share of first answers that meet the users' preference must rise, and the
 //! answers must stay on topic and varied.
 
+mod common;
+
+use common::{free_port, host_command_home, workspace};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 #[test]
 fn the_built_in_default_learns_the_users_preference() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let steps = std::env::var("OPENCLAW_TEST_RUN_STEPS").unwrap_or_else(|_| "60".into());
-    let o = Command::new(env!("CARGO_BIN_EXE_openclaw-host"))
-        .current_dir(dir)
+    let o = host_command_home(dir)
         .arg("run")
         .arg("--plugin")
         .arg(workspace().join("methods/combine"))
         .args(["--max-steps", &steps, "--port", &free_port().to_string()])
-        .env_remove("MODEL_PATH")
-        .env("OPENCLAW_HOME", dir.join("home"))
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);

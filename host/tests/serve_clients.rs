@@ -2,35 +2,17 @@
 //! against `openclaw-host serve` on loopback, a real (tiny, random) model, and the durable
 //! buffer checked afterwards. `.ci/run` installs both clients first.
 
+mod common;
+
+use common::{free_port, host_command, workspace};
 use serde_json::Value;
 use std::io::{Read, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_openclaw-host")
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A tiny random model with a tokenizer trained on a little English.
 fn tiny_model(dir: &Path) -> PathBuf {
-    let text = dir.join("corpus.txt");
     let words = "the a shark owl lives in the sea and eats fish three fruits are apple banana cherry gravity is the force that pulls objects thanks that helps list files here";
     let corpus: String = (0..400)
         .map(|i| {
@@ -42,24 +24,7 @@ fn tiny_model(dir: &Path) -> PathBuf {
                 + "\n"
         })
         .collect();
-    std::fs::write(&text, corpus).unwrap();
-    let out = dir.join("model");
-    let o = Command::new(bin())
-        .args([
-            "init-model",
-            "--preset",
-            "tiny",
-            "--vocab-size",
-            "600",
-            "--out",
-        ])
-        .arg(&out)
-        .arg("--train-text")
-        .arg(&text)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    out
+    common::tiny_model(dir, &corpus, 600)
 }
 
 struct Server {
@@ -76,7 +41,7 @@ impl Drop for Server {
 
 fn start(model: &Path, buffer: &Path, extra: &[&str]) -> Server {
     let port = free_port();
-    let child = Command::new(bin())
+    let child = host_command(model.parent().unwrap())
         .arg("serve")
         .arg("--model-path")
         .arg(model)
@@ -100,7 +65,7 @@ fn start(model: &Path, buffer: &Path, extra: &[&str]) -> Server {
 }
 
 fn export(buffer: &Path) -> Vec<Value> {
-    let o = Command::new(bin())
+    let o = host_command(buffer.parent().unwrap())
         .args(["buffer", "export", "--rl-buffer-dir"])
         .arg(buffer)
         .output()
@@ -136,7 +101,7 @@ fn npm_and_python_openai_clients_work_and_every_turn_is_recorded() {
         clients.join("node_modules/openai").is_dir(),
         "the npm client is not installed: run `npm install --prefix tests/clients` (as .ci/run does)"
     );
-    let python = std::env::var("OPENCLAW_TEST_PYTHON").unwrap_or_else(|_| "python3".into());
+    let python = common::python();
     let tmp = tempfile::tempdir().unwrap();
     let model = tiny_model(tmp.path());
     let buffer = tmp.path().join("rl_buffer");

@@ -2,40 +2,14 @@
 //! real loss plugin built from the workspace, real files; the results are checked by loading
 //! the written models with the engine.
 
+mod common;
+
+use common::{ok, run_host as host, workspace};
 use openclaw_engine::weights::safetensors::SafetensorsFile;
 use openclaw_engine::{score, CpuBackend, ScoreOptions, ScoreRequest};
 use openclaw_host::policy::ModelFiles;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-fn host(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_openclaw-host"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("RUST_LOG")
-        .env_remove("MODEL_PATH")
-        .env_remove("CKPT_SAVE_DIR")
-        .output()
-        .expect("run openclaw-host")
-}
-
-fn ok(o: Output) -> String {
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    assert!(
-        o.status.success(),
-        "stdout: {}\nstderr: {err}",
-        String::from_utf8_lossy(&o.stdout)
-    );
-    err
-}
 
 const ANIMALS: [&str; 5] = ["cat", "dog", "shark", "owl", "horse"];
 
@@ -46,22 +20,7 @@ fn tiny_model(dir: &Path) -> PathBuf {
         .map(|a| format!("Tell me about the {a}. The {a} is an animal. It is well known. Thanks, great! Please write plain text.\n"))
         .collect::<String>()
         .repeat(20);
-    std::fs::write(dir.join("corpus.txt"), corpus).unwrap();
-    ok(host(
-        dir,
-        &[
-            "init-model",
-            "--preset",
-            "tiny",
-            "--vocab-size",
-            "400",
-            "--out",
-            "model",
-            "--train-text",
-            "corpus.txt",
-        ],
-    ));
-    dir.join("model")
+    common::tiny_model(dir, &corpus, 400)
 }
 
 fn write_jsonl(path: &Path, lines: &[Value]) {
@@ -95,7 +54,7 @@ fn log_lines(path: &Path) -> Vec<Value> {
 /// The logprob of `response` after the chat prompt for `question`, under the model in `dir`
 /// (served the way `serve` loads it: LoRA checkpoints merged).
 fn response_logprob(dir: &Path, question: &str, response: &str) -> f32 {
-    let files = ModelFiles::<CpuBackend>::load(dir, &Default::default()).unwrap();
+    let files = ModelFiles::<CpuBackend>::load_path(dir, &Default::default()).unwrap();
     let prompt = files
         .template
         .render(
@@ -161,8 +120,8 @@ fn sft_learns_the_conversations_and_checkpoints_carry_the_tokenizer() {
     let first = log[0]["loss"].as_f64().unwrap();
     let last = log[11]["loss"].as_f64().unwrap();
     assert!(last < first * 0.5, "SFT loss {first} -> {last}");
-    let latest = std::fs::read_to_string(dir.join("ckpt/checkpoint-latest")).unwrap();
-    assert_eq!(latest.trim(), "checkpoint-12");
+    let latest = std::fs::read_link(dir.join("ckpt/checkpoint-latest")).unwrap();
+    assert_eq!(latest, Path::new("checkpoint-12"));
     for n in [4, 8, 12] {
         let c = dir.join(format!("ckpt/checkpoint-{n}"));
         assert!(c.join("tokenizer.json").is_file(), "{}", c.display());

@@ -7,6 +7,7 @@
 //! - [`generate`](mod@generate): batched generation with per-sequence KV caches and exact token logprobs.
 //! - [`score`](mod@score): logprobs of given tokens (and the differentiable form for training).
 //! - [`classify`](mod@classify): sequence-classification heads (PRMs).
+//! - [`lora`]: LoRA adapters on the projections: attaching, merging, PEFT adapter files.
 //! - [`publish`]: atomic weight publication with versions.
 //! - [`device`]: CPU or CUDA from `ROLLOUT_GPUS` / `TRAIN_GPUS`.
 //! - [`bench`](mod@bench): the engine benchmark behind `openclaw-host bench engine`.
@@ -18,6 +19,7 @@ pub mod classify;
 pub mod config;
 pub mod device;
 pub mod generate;
+pub mod lora;
 pub mod model;
 pub mod publish;
 pub mod rng;

@@ -1,16 +1,23 @@
 //! `openclaw-host eval`: a model's answers to held-out simulated prompts, with and without a
 //! hint, as shares with 95% intervals.
 
-use crate::eval::{evaluate, EvalOptions};
+use crate::backend::{OnBackend, Placement};
+use crate::eval::{evaluate_on, EvalOptions};
 use anyhow::Result;
+use burn::prelude::Backend;
+use openclaw_engine::Model;
 use std::path::{Path, PathBuf};
 
 /// The flags of `eval`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct EvalFlags {
-    /// A model directory, a checkpoint directory, or a save directory (its latest checkpoint).
+    /// A model directory, a checkpoint, a save directory or its `checkpoint-latest` (the newest
+    /// checkpoint), `latest` (in --save-dir), or a GGUF file.
     #[arg(long, env = "MODEL_PATH")]
     pub model_path: PathBuf,
+    /// The save directory `latest` refers to.
+    #[arg(long, env = "CKPT_SAVE_DIR", default_value = "./checkpoints")]
+    pub save_dir: PathBuf,
     /// Held-out prompts to ask (at most 100), spread over the task kinds.
     #[arg(long, default_value_t = 100)]
     pub eval_tasks: usize,
@@ -43,10 +50,22 @@ pub fn run(flags: &EvalFlags) -> Result<i32> {
         seed: flags.seed,
         max_new_tokens: flags.max_new_tokens,
         tokenizer: flags.tokenizer.clone(),
+        save_dir: flags.save_dir.clone(),
         examples: flags.examples,
         ..Default::default()
     };
-    let report = evaluate(Path::new(&flags.model_path), &opts)?;
+    struct On<'a>(&'a Path, &'a EvalOptions);
+    impl OnBackend for On<'_> {
+        type Output = crate::eval::EvalReport;
+        fn run<B: Backend>(self, p: Placement<B>) -> Result<Self::Output>
+        where
+            Model<B>: Send + Sync,
+        {
+            evaluate_on::<B>(self.0, self.1, &p.serve)
+        }
+    }
+    // Generation goes where ROLLOUT_GPUS says.
+    let report = crate::backend::dispatch_generation(On(Path::new(&flags.model_path), &opts))?;
     if flags.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

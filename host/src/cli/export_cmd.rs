@@ -1,12 +1,13 @@
-//! `openclaw-host export`: a checkpoint as a standard Hugging Face model directory (LoRA
-//! merged, config, tokenizer files) that transformers, vLLM or SGLang load.
+//! `openclaw-host export`: a checkpoint (or any model path) as a standard Hugging Face model
+//! directory (LoRA merged, config, tokenizer files) that transformers, vLLM or SGLang load.
 
-use crate::policy::files::tokenizer_dir;
 use anyhow::{bail, Result};
 use openclaw_engine::{CpuBackend, SaveDtype, SaveOptions};
-use std::path::{Path, PathBuf};
+use openclaw_models::ModelSource;
+use std::path::Path;
 
-/// Exports `checkpoint` (a checkpoint directory, or `latest` in `save_dir`) to `out`.
+/// Exports `checkpoint` (anything `--model-path` takes; `latest` is the newest checkpoint in
+/// `save_dir`) to `out`.
 pub fn run(
     checkpoint: &str,
     save_dir: &Path,
@@ -14,33 +15,30 @@ pub fn run(
     tokenizer: Option<&Path>,
     dtype: &str,
 ) -> Result<i32> {
-    let dir = if checkpoint == "latest" {
-        openclaw_train::resolve_checkpoint(save_dir, "latest")?
-    } else {
-        PathBuf::from(checkpoint)
-    };
-    if !dir.join("config.json").is_file() {
-        bail!(
-            "{} is not a checkpoint or model directory (no config.json)",
-            dir.display()
-        );
-    }
     let dtype = match dtype {
         "float32" | "f32" => SaveDtype::F32,
         "bfloat16" | "bf16" => SaveDtype::BF16,
         other => bail!("--dtype {other}: expected float32 or bfloat16"),
     };
-    let tok = tokenizer_dir(&dir, tokenizer)?;
-    openclaw_train::export::<CpuBackend>(
-        &dir,
+    let source = openclaw_models::resolve(checkpoint, save_dir)?;
+    if let ModelSource::Directory(d) = &source {
+        if !d.join("config.json").is_file() {
+            bail!(
+                "{} is not a checkpoint or model directory (no config.json)",
+                d.display()
+            );
+        }
+    }
+    openclaw_models::export::<CpuBackend>(
+        source.path(),
         out,
-        Some(&tok),
+        tokenizer,
         &SaveOptions {
             dtype,
             max_shard_bytes: None,
         },
         &Default::default(),
     )?;
-    println!("exported {} to {}", dir.display(), out.display());
+    println!("exported {} to {}", source.path().display(), out.display());
     Ok(0)
 }

@@ -3,12 +3,15 @@
 //! reward plugin, and reports how often their verdicts agree.
 
 use super::flags::RunFlags;
+use crate::backend::{OnBackend, Placement};
 use crate::buffer::Log;
 use crate::eval::judge_agreement::{compare, spread, turns_with_next_state, CLASSES};
 use crate::judge;
 use crate::plugin::instance::TracingLog;
 use crate::plugin::RunPlugins;
 use anyhow::{bail, Context, Result};
+use burn::prelude::Backend;
+use openclaw_engine::Model;
 use openclaw_plugin_api::{HostServices, PluginKind};
 use std::path::Path;
 use std::sync::Arc;
@@ -37,6 +40,41 @@ pub fn run(flags: &RunFlags, extra: &AgreementFlags) -> Result<i32> {
              or --judge-endpoint"
         );
     }
+    crate::backend::dispatch(
+        &cfg,
+        AgreementOn {
+            plugins: &plugins,
+            extra,
+        },
+    )
+}
+
+/// `judge-agreement` on the backend the configuration places it on.
+struct AgreementOn<'a> {
+    plugins: &'a RunPlugins,
+    extra: &'a AgreementFlags,
+}
+
+impl OnBackend for AgreementOn<'_> {
+    type Output = i32;
+
+    fn run<B: Backend>(self, placement: Placement<B>) -> Result<i32>
+    where
+        Model<B>: Send + Sync,
+    {
+        agreement_on::<B>(self.plugins, self.extra, &placement)
+    }
+}
+
+fn agreement_on<B: Backend>(
+    plugins: &RunPlugins,
+    extra: &AgreementFlags,
+    placement: &Placement<B>,
+) -> Result<i32>
+where
+    Model<B>: Send + Sync,
+{
+    let cfg = plugins.resolved.config.clone();
     let dir = Path::new(&cfg.rl_buffer_dir);
     let replay =
         Log::read_all(dir).with_context(|| format!("cannot read the buffer {}", dir.display()))?;
@@ -57,7 +95,7 @@ pub fn run(flags: &RunFlags, extra: &AgreementFlags) -> Result<i32> {
         .to_string();
     // A method that scores with the policy (distillation's teacher) needs the model.
     let policy = (!cfg.model_path.is_empty())
-        .then(|| super::train_cmd::policy_engine(&cfg))
+        .then(|| super::train_cmd::policy_engine::<B>(&cfg, &placement.serve))
         .transpose()?;
     let host = |j: Arc<dyn openclaw_plugin_api::host::JudgeService>| {
         let b = HostServices::builder().judge(j).log(TracingLog::new(&name));
@@ -67,7 +105,7 @@ pub fn run(flags: &RunFlags, extra: &AgreementFlags) -> Result<i32> {
         }
     };
     let reference = plugins.reward(host(Arc::new(judge::rule::RuleJudge)))?;
-    let candidate = plugins.reward(host(judge::from_config(&cfg)?))?;
+    let candidate = plugins.reward(host(judge::from_config::<B>(&cfg, &placement.judge)?))?;
     let settings = judge::settings(&cfg);
     eprintln!(
         "judging {} of the {} turns with a next state in {} with `{name}`, {} vote(s) each: the rule-based judge against {}",

@@ -1,8 +1,11 @@
 //! `init-model`, `generate` and `chat`: make a model directory, sample from it, talk to it.
 
+use crate::backend::{OnBackend, Placement};
 use crate::policy::engine::{stop_ids, ModelFiles, TokenizerDetok};
 use anyhow::{bail, Context, Result};
+use burn::prelude::Backend;
 use openclaw_chat::{train_bpe, OutputParser, ParserOptions, Tokenizer};
+use openclaw_engine::Model;
 use openclaw_engine::{
     random_model, save_model, CpuBackend, DecodeBatch, GenerateRequest, ModelConfig, Published,
     SamplingParams, SaveOptions,
@@ -92,7 +95,8 @@ pub struct SampleArgs {
     pub seed: u64,
 }
 
-/// `generate`: one completion of a chat prompt (or raw text with `raw`).
+/// `generate`: one completion of a chat prompt (or raw text with `raw`), on the device
+/// `ROLLOUT_GPUS` names.
 pub fn generate(
     model_path: &Path,
     prompt: &str,
@@ -100,7 +104,31 @@ pub fn generate(
     args: &SampleArgs,
     as_json: bool,
 ) -> Result<()> {
-    let files = ModelFiles::<CpuBackend>::load(model_path, &Default::default())?;
+    struct On<'a>(&'a Path, &'a str, bool, &'a SampleArgs, bool);
+    impl OnBackend for On<'_> {
+        type Output = ();
+        fn run<B: Backend>(self, p: Placement<B>) -> Result<()>
+        where
+            Model<B>: Send + Sync,
+        {
+            generate_on::<B>(self.0, self.1, self.2, self.3, self.4, &p.serve)
+        }
+    }
+    crate::backend::dispatch_generation(On(model_path, prompt, raw, args, as_json))
+}
+
+fn generate_on<B: Backend>(
+    model_path: &Path,
+    prompt: &str,
+    raw: bool,
+    args: &SampleArgs,
+    as_json: bool,
+    device: &B::Device,
+) -> Result<()>
+where
+    Model<B>: Send + Sync,
+{
+    let files = ModelFiles::<B>::load_path(model_path, device)?;
     let text = if raw {
         prompt.to_string()
     } else {
@@ -159,9 +187,32 @@ pub fn generate(
     Ok(())
 }
 
-/// `chat`: an interactive conversation in the terminal, streamed token by token.
+/// `chat`: an interactive conversation in the terminal, streamed token by token, on the
+/// device `ROLLOUT_GPUS` names.
 pub fn chat(model_path: &Path, system: Option<&str>, args: &SampleArgs) -> Result<()> {
-    let files = ModelFiles::<CpuBackend>::load(model_path, &Default::default())?;
+    struct On<'a>(&'a Path, Option<&'a str>, &'a SampleArgs);
+    impl OnBackend for On<'_> {
+        type Output = ();
+        fn run<B: Backend>(self, p: Placement<B>) -> Result<()>
+        where
+            Model<B>: Send + Sync,
+        {
+            chat_on::<B>(self.0, self.1, self.2, &p.serve)
+        }
+    }
+    crate::backend::dispatch_generation(On(model_path, system, args))
+}
+
+fn chat_on<B: Backend>(
+    model_path: &Path,
+    system: Option<&str>,
+    args: &SampleArgs,
+    device: &B::Device,
+) -> Result<()>
+where
+    Model<B>: Send + Sync,
+{
+    let files = ModelFiles::<B>::load_path(model_path, device)?;
     let stops = stop_ids(&files.tokenizer);
     let tokenizer = files.tokenizer.clone();
     let template = files.template.clone();

@@ -1,35 +1,21 @@
-//! `openclaw-host run`: the four loops in one process. Serving records every main turn;
-//! collection waits for next states; the judge pool scores turns through the method's reward
-//! plugin; training steps through its loss plugin and publishes new weights to serving. With
-//! no model given, the built-in default: the project's tiny model, simulated users over HTTP
-//! and the rule-based judge, printing how the first answers meet the users' preference.
+//! `openclaw-host run`: the four loops in one process ([`Pipeline::four_loops`]). This file
+//! parses and reports: the resumed checkpoint and the replay, a line per step, `score.log`,
+//! and for the built-in default (no model given: the project's tiny model, simulated users over
+//! HTTP and the rule-based judge) how the first answers meet the users' preference.
 
 use super::flags::RunFlags;
-use super::serve_cmd;
+use crate::backend::{OnBackend, Placement};
 use crate::config::{RunConfig, Source};
-use crate::judge::pool::{JudgeJob, JudgePool, PoolOptions};
-use crate::metrics::Metrics;
-use crate::pipeline::collect::score_request;
-use crate::pipeline::{
-    replay, Collection, CollectionOptions, ConsumedState, SampleMaker, StepEvent, TrainLoop,
-    TrainLoopOptions,
-};
-use crate::plugin::instance::TracingLog;
+use crate::pipeline::{Pipeline, StepEvent};
 use crate::plugin::RunPlugins;
-use crate::policy::{ModelFiles, PolicyEngine, SchedulerOptions};
 use crate::simulate::{Scoreboard, SimUsers, SimUsersOptions};
-use crate::training::session::needs_reference;
-use crate::training::{train_config, SessionOptions, TrainSession, RUN_STATE_FILE};
 use anyhow::{Context, Result};
-use openclaw_engine::CpuBackend;
-use openclaw_plugin_api::host::PolicyService;
-use openclaw_plugin_api::{HostServices, PluginKind};
+use burn::prelude::Backend;
+use openclaw_engine::Model;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Run settings of the built-in default where the user left the general default: the tiny
 /// model learns at rates that would wreck a 7B one (AdamW betas 0.9/0.95, no weight decay,
@@ -101,8 +87,7 @@ pub fn builtin_model() -> Result<PathBuf> {
 pub fn run(flags: &RunFlags) -> Result<i32> {
     let plugins = RunPlugins::load(|| flags.inputs())?;
     let mut cfg = plugins.resolved.config.clone();
-    let builtin = cfg.model_path.is_empty();
-    if builtin {
+    if cfg.model_path.is_empty() {
         let dir = builtin_model()?;
         cfg.model_path = dir.display().to_string();
         let applied = apply_builtin(&plugins, &mut cfg);
@@ -112,305 +97,155 @@ pub fn run(flags: &RunFlags) -> Result<i32> {
             applied.join(", ")
         );
     }
-    let metrics = Arc::new(Metrics::new());
+    crate::backend::dispatch(
+        &cfg.clone(),
+        RunOn {
+            cfg,
+            plugins: &plugins,
+        },
+    )
+}
 
-    // Training first: a resumed run serves the checkpoint's weights under its version.
-    let loss = plugins.loss(HostServices::standalone())?;
-    let mut tc = train_config(&cfg, cfg.max_steps.max(1))?;
-    tc.use_reference = needs_reference(&plugins.loss_config());
-    let save_dir = PathBuf::from(&cfg.save_dir);
-    let mut resume = cfg.resume_from_checkpoint.clone();
-    if resume.is_empty() && openclaw_train::list_checkpoints(&save_dir).is_ok_and(|c| !c.is_empty())
+/// `run` on the backend the configuration places it on.
+struct RunOn<'a> {
+    cfg: RunConfig,
+    plugins: &'a RunPlugins,
+}
+
+impl OnBackend for RunOn<'_> {
+    type Output = i32;
+
+    fn run<B: Backend>(self, placement: Placement<B>) -> Result<i32>
+    where
+        Model<B>: Send + Sync,
     {
-        // A restart on the same directories continues where the run stopped.
-        resume = "latest".into();
-    }
-    let session = TrainSession::start(
-        tc,
-        SessionOptions {
-            model_dir: PathBuf::from(&cfg.model_path),
-            save_dir: Some(save_dir.clone()),
-            save_interval: cfg.save_interval as u64,
-            keep: cfg.keep_checkpoints as usize,
-            resume,
-            log_dir: PathBuf::from(&cfg.log_dir),
-            quiet: true,
-        },
-    )?;
-    let consumed: ConsumedState = session
-        .run_state
-        .as_deref()
-        .map(serde_json::from_slice)
-        .transpose()
-        .with_context(|| format!("the checkpoint's {RUN_STATE_FILE} is malformed"))?
-        .unwrap_or_default();
-    let (serve_dir, version) = match &session.resumed_from {
-        Some(dir) => (dir.clone(), session.trainer.state().weight_version),
-        None => (PathBuf::from(&cfg.model_path), 0),
-    };
-    if let Some(dir) = &session.resumed_from {
-        eprintln!(
-            "resumed from {} (step {}, weight version {version}, samples through #{} consumed)",
-            dir.display(),
-            session.trainer.state().step,
-            consumed.consumed_through
-        );
-    }
+        let cfg = self.cfg;
+        let pipeline = Pipeline::<B>::four_loops(&cfg, self.plugins, &placement)?;
+        if let Some(r) = &pipeline.resumed {
+            eprintln!(
+                "resumed from {} (step {}, weight version {}, samples through #{} consumed)",
+                r.checkpoint.display(),
+                r.step,
+                r.weight_version,
+                r.consumed_through
+            );
+        }
+        let plan = pipeline.replay;
+        if plan.any() {
+            eprintln!(
+                "buffer replay: {} samples to train, {} judged turns to sample, {} turns to judge ({} samples already trained)",
+                plan.to_train, plan.to_sample, plan.to_judge, plan.already_trained
+            );
+        }
 
-    // Serving, with the recorder feeding collection.
-    let (collect_tx, collect_rx) = sync_channel(4096);
-    let served =
-        serve_cmd::build_from(&cfg, &serve_dir, version, Some(collect_tx), metrics.clone())?;
-    let engine = served.engine.clone();
-    let log = served.app.recorder.log().clone();
-
-    // The reward plugin: the judge, and the policy as teacher (frozen: the starting model).
-    let teacher: Arc<dyn PolicyService> = if cfg.teacher == "frozen" {
-        // The starting model, never updated: its own engine (scoring only).
-        Arc::new(PolicyEngine::start(
-            ModelFiles::<CpuBackend>::load(Path::new(&cfg.model_path), &Default::default())?,
-            0,
-            SchedulerOptions {
-                max_batch: cfg.max_batch_size as usize,
-                max_inflight: cfg.max_inflight as usize,
-            },
-            metrics.clone(),
-        ))
-    } else {
-        engine.clone()
-    };
-    let reward_name = plugins
-        .plugin_for(PluginKind::Reward)
-        .unwrap_or("reward")
-        .to_string();
-    let reward = Arc::new(
-        plugins.reward(
-            HostServices::builder()
-                .policy(teacher)
-                .judge(crate::judge::from_config(&cfg)?)
-                .log(TracingLog::new(&reward_name))
-                .build(),
-        )?,
-    );
-
-    // Judge pool → samples → training.
-    let (train_tx, train_rx) = sync_channel(cfg.rollout_batch_size as usize * 4);
-    let maker = Arc::new(SampleMaker::new(log.clone(), train_tx));
-    let on_outcome = maker.clone();
-    let pool = Arc::new(JudgePool::start(
-        reward,
-        PoolOptions {
-            workers: cfg.num_judge_workers as usize,
-            queue: 256,
-            attempts: 3,
-            backoff: Duration::from_millis(500),
-            slow_after: Duration::from_secs(cfg.judge_timeout),
-        },
-        metrics.clone(),
-        Arc::new(move |o| on_outcome.on_outcome(o)),
-    ));
-    let judge_settings = crate::judge::settings(&cfg);
-
-    // What the buffer holds unfinished from before a restart.
-    let plan = replay(&served.replay.records, &consumed);
-    if !plan.to_train.is_empty() || !plan.to_sample.is_empty() || !plan.to_judge.is_empty() {
-        eprintln!(
-            "buffer replay: {} samples to train, {} judged turns to sample, {} turns to judge ({} samples already trained)",
-            plan.to_train.len(),
-            plan.to_sample.len(),
-            plan.to_judge.len(),
-            plan.already_trained
-        );
-    }
-    let replayer = {
-        let maker = maker.clone();
-        let pool = pool.clone();
-        let settings = judge_settings.clone();
-        std::thread::spawn(move || -> Result<()> {
-            for (seq, s) in plan.to_train {
-                maker.forward_recorded(seq, s)?;
-            }
-            for (turn, score) in plan.to_sample {
-                maker.resume_judged(&turn, &score)?;
-            }
-            for (seq, turn, closed) in plan.to_judge {
-                pool.submit(JudgeJob {
-                    turn_seq: seq,
-                    request: score_request(turn, closed, &settings),
-                })
-                .map_err(|e| anyhow::anyhow!(e))?;
-            }
-            Ok(())
-        })
-    };
-
-    // Collection.
-    let collection = Collection::new(
-        CollectionOptions {
-            max_pending: (cfg.max_sessions as usize).max(1),
-            judge: judge_settings,
-        },
-        metrics.clone(),
-    );
-    let collect_pool = pool.clone();
-    let collector = std::thread::Builder::new()
-        .name("collect".into())
-        .spawn(move || collection.run(collect_rx, &collect_pool))?;
-
-    // Training.
-    let stop = Arc::new(AtomicBool::new(false));
-    let train_loop = TrainLoop {
-        session,
-        loss,
-        weights: engine.weights.clone(),
-        opts: TrainLoopOptions {
-            batch: cfg.rollout_batch_size as usize,
-            batch_timeout: Duration::from_secs(cfg.batch_timeout),
-            max_staleness: cfg.max_staleness,
-            correct_stale: cfg.stale_policy == "correct",
-            update_interval: cfg.update_weights_interval as u64,
-            max_steps: cfg.max_steps,
-        },
-        metrics: metrics.clone(),
-        consumed,
-    };
-    let board = Arc::new(Scoreboard::default());
-    let started = Instant::now();
-    let score_path = Path::new(&cfg.log_dir).join("score.log");
-    std::fs::create_dir_all(&cfg.log_dir)?;
-    let mut score_log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&score_path)
-        .with_context(|| format!("cannot open {}", score_path.display()))?;
-    let trainer_stop = stop.clone();
-    let trainer_board = board.clone();
-    let simulated = cfg.simulate_users > 0;
-    let trainer = std::thread::Builder::new()
-        .name("train".into())
-        .spawn(move || {
-            let mut train_s = 0.0;
-            train_loop.run(train_rx, trainer_stop, |ev: &StepEvent| {
-                train_s += ev.report.step_time_s;
-                let r = &ev.report;
-                let mut line = format!(
-                    "step {:>4}  v{:<4} loss {:>8.4}  grad {:.3}  {} samples{}  {:.2} s",
-                    r.step,
-                    ev.weight_version,
-                    r.loss,
-                    r.grad_norm,
-                    r.samples,
-                    if ev.dropped_stale > 0 {
-                        format!(" ({} stale dropped)", ev.dropped_stale)
-                    } else {
-                        String::new()
-                    },
-                    r.step_time_s
+        let board = Arc::new(Scoreboard::default());
+        let started = Instant::now();
+        let score_path = Path::new(&cfg.log_dir).join("score.log");
+        std::fs::create_dir_all(&cfg.log_dir)?;
+        let mut score_log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&score_path)
+            .with_context(|| format!("cannot open {}", score_path.display()))?;
+        let simulated = cfg.simulate_users > 0;
+        let step_board = board.clone();
+        let mut train_s = 0.0;
+        let on_step = move |ev: &StepEvent| {
+            train_s += ev.report.step_time_s;
+            let r = &ev.report;
+            let mut line = format!(
+                "step {:>4}  v{:<4} loss {:>8.4}  grad {:.3}  {} samples{}  {:.2} s",
+                r.step,
+                ev.weight_version,
+                r.loss,
+                r.grad_norm,
+                r.samples,
+                if ev.dropped_stale > 0 {
+                    format!(" ({} stale dropped)", ev.dropped_stale)
+                } else {
+                    String::new()
+                },
+                r.step_time_s
+            );
+            let window = step_board.recent(WINDOW);
+            if simulated {
+                line += &format!(
+                    "  | first answers (last {}): preferred {:.2}  on-topic {:.2}  distinct {:.2}",
+                    window.n, window.preferred, window.on_topic, window.distinct
                 );
-                let window = trainer_board.recent(WINDOW);
-                if simulated {
-                    line += &format!(
-                        "  | first answers (last {}): preferred {:.2}  on-topic {:.2}  distinct {:.2}",
-                        window.n, window.preferred, window.on_topic, window.distinct
-                    );
-                }
-                eprintln!("{line}");
-                let score = ScoreLine {
-                    step: r.step,
-                    weight_version: ev.weight_version,
-                    elapsed_s: started.elapsed().as_secs_f64(),
-                    train_s,
-                    loss: r.loss,
-                    sample_seqs: ev.sample_seqs.clone(),
-                    window,
-                };
-                if let Ok(mut l) = serde_json::to_string(&score) {
-                    l.push('\n');
-                    let _ = score_log.write_all(l.as_bytes());
-                }
-            })
-        })?;
-
-    // Serving, and the simulated users once it listens.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let listener = rt.block_on(serve_cmd::bind(&cfg.host, cfg.port))?;
-    let addr = listener.local_addr()?;
-    let sim = simulated.then(|| {
-        SimUsers::start(
-            SimUsersOptions {
-                base_url: format!("http://{addr}/v1"),
-                api_key: cfg.api_key.clone(),
-                users: cfg.simulate_users as usize,
-                seed: cfg.seed,
-                max_tokens: cfg.default_max_tokens,
-                tasks: openclaw_sim::TaskSet::standard().train,
-            },
-            board.clone(),
-        )
-    });
-    let shutdown_stop = stop.clone();
-    let trainer_done = Arc::new(AtomicBool::new(false));
-    let watch_done = trainer_done.clone();
-    let app = served.app.clone();
-    let server = rt.spawn(serve_cmd::serve_on(listener, app, async move {
-        loop {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => break,
-                _ = tokio::time::sleep(Duration::from_millis(100)) => {
-                    if watch_done.load(Ordering::SeqCst) || shutdown_stop.load(Ordering::SeqCst) {
-                        break;
-                    }
-                }
             }
+            eprintln!("{line}");
+            let score = ScoreLine {
+                step: r.step,
+                weight_version: ev.weight_version,
+                elapsed_s: started.elapsed().as_secs_f64(),
+                train_s,
+                loss: r.loss,
+                sample_seqs: ev.sample_seqs.clone(),
+                window,
+            };
+            if let Ok(mut l) = serde_json::to_string(&score) {
+                l.push('\n');
+                let _ = score_log.write_all(l.as_bytes());
+            }
+        };
+        let handle = pipeline.start(on_step)?;
+
+        // The simulated users talk to the server like any client.
+        let sim = simulated.then(|| {
+            SimUsers::start(
+                SimUsersOptions {
+                    base_url: handle.base_url(),
+                    api_key: cfg.api_key.clone(),
+                    users: cfg.simulate_users as usize,
+                    seed: cfg.seed,
+                    max_tokens: cfg.default_max_tokens,
+                    tasks: openclaw_sim::TaskSet::standard().train,
+                },
+                board.clone(),
+            )
+        });
+        // Until training ends (max steps) or Ctrl-C / SIGTERM.
+        handle.wait();
+        if let Some(s) = sim {
+            s.stop();
         }
-    }));
-    // Wait for training to end (max steps) or Ctrl-C (the server then stops by itself).
-    let session = loop {
-        if trainer.is_finished() {
-            trainer_done.store(true, Ordering::SeqCst);
-            break trainer
-                .join()
-                .map_err(|_| anyhow::anyhow!("training panicked"))?;
-        }
-        if server.is_finished() {
-            stop.store(true, Ordering::SeqCst);
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    stop.store(true, Ordering::SeqCst);
-    if let Some(s) = sim {
-        s.stop();
-    }
-    let _ = rt.block_on(server);
-    let _ = replayer.join();
-    drop(collector); // ends with the recorder's channel when the server's state is dropped
-    let session = session?;
-    eprintln!(
-        "stopped after step {}; training log {}, scores {}",
-        session.trainer.state().step,
-        session.log.path().display(),
-        score_path.display()
-    );
-    if simulated {
-        let png = Path::new(&cfg.log_dir).join("learning_curve.png");
-        let metrics = ["preferred", "on_topic", "distinct", "loss"].map(String::from);
-        match crate::report::learning_curves(std::slice::from_ref(&score_path), &metrics, "step")
-            .and_then(|c| {
-                let size = crate::report::grid_size(c.charts.len(), crate::report::PANEL_SIZE);
-                crate::report::draw_png(&c.charts, &png, size)
-            }) {
-            Ok(()) => eprintln!("learning curve: {}", png.display()),
-            Err(e) => eprintln!("warning: cannot draw the learning curve: {e:#}"),
-        }
-        let first = board.by_versions(0, 0);
-        let last = board.recent(WINDOW);
+        let Some(trained) = handle.shutdown()? else {
+            return Ok(0);
+        };
         eprintln!(
-            "first answers meeting the preference: {:.2} with the starting weights (n={}), {:.2} in the last {} (versions {}..{}); on-topic {:.2}, distinct {:.2}",
-            first.preferred, first.n, last.preferred, last.n, last.versions.0, last.versions.1, last.on_topic, last.distinct
+            "stopped after step {}; training log {}, scores {}",
+            trained.step,
+            trained.training_log.display(),
+            score_path.display()
         );
+        if simulated {
+            report_learning(&cfg, &score_path, &board);
+        }
+        Ok(0)
     }
-    Ok(0)
+}
+
+/// The learning curve PNG and the summary line of a run with simulated users.
+fn report_learning(cfg: &RunConfig, score_path: &Path, board: &Scoreboard) {
+    let png = Path::new(&cfg.log_dir).join("learning_curve.png");
+    let metrics = ["preferred", "on_topic", "distinct", "loss"].map(String::from);
+    match crate::report::learning_curves(
+        std::slice::from_ref(&score_path.to_path_buf()),
+        &metrics,
+        "step",
+    )
+    .and_then(|c| {
+        let size = crate::report::grid_size(c.charts.len(), crate::report::PANEL_SIZE);
+        crate::report::draw_png(&c.charts, &png, size)
+    }) {
+        Ok(()) => eprintln!("learning curve: {}", png.display()),
+        Err(e) => eprintln!("warning: cannot draw the learning curve: {e:#}"),
+    }
+    let first = board.by_versions(0, 0);
+    let last = board.recent(WINDOW);
+    eprintln!(
+        "first answers meeting the preference: {:.2} with the starting weights (n={}), {:.2} in the last {} (versions {}..{}); on-topic {:.2}, distinct {:.2}",
+        first.preferred, first.n, last.preferred, last.n, last.versions.0, last.versions.1, last.on_topic, last.distinct
+    );
 }

@@ -3,6 +3,7 @@
 //! checkpoint and log settings.
 
 use super::flags::RunFlags;
+use crate::backend::{OnBackend, Placement};
 use crate::config::RunConfig;
 use crate::data::trajectory::read_trajectories;
 use crate::judge;
@@ -15,7 +16,8 @@ use crate::training::{
     sample_from, train_config, turn_from_record, SessionOptions, TrainSession, TurnTokens,
 };
 use anyhow::{bail, Context, Result};
-use openclaw_engine::CpuBackend;
+use burn::prelude::Backend;
+use openclaw_engine::Model;
 use openclaw_plugin_api::{HostServices, ScoreRequest, TrainingSample};
 use openclaw_train::sft::load_jsonl;
 use openclaw_train::{progress_bar, run_sft, SftOptions};
@@ -67,8 +69,14 @@ fn require_data(cfg: &RunConfig) -> Result<&Path> {
 
 /// The run's model (`--model-path`) served by a policy engine with the run's batch limits,
 /// for reward plugins that score with the policy (distillation's teacher).
-pub(crate) fn policy_engine(cfg: &RunConfig) -> Result<Arc<PolicyEngine<CpuBackend>>> {
-    let files = ModelFiles::<CpuBackend>::load(Path::new(&cfg.model_path), &Default::default())?;
+pub(crate) fn policy_engine<B: Backend>(
+    cfg: &RunConfig,
+    device: &B::Device,
+) -> Result<Arc<PolicyEngine<B>>>
+where
+    Model<B>: Send + Sync,
+{
+    let files = ModelFiles::<B>::load(&cfg.model_path, &crate::policy::load_options(cfg), device)?;
     Ok(Arc::new(PolicyEngine::start(
         files,
         0,
@@ -82,14 +90,21 @@ pub(crate) fn policy_engine(cfg: &RunConfig) -> Result<Arc<PolicyEngine<CpuBacke
 
 /// The reward plugin with the host's services: the policy for teacher scoring (the starting
 /// model), the run's judge and the log.
-fn reward_plugin(run: &RunPlugins, cfg: &RunConfig) -> Result<RewardHandle> {
-    let engine = policy_engine(cfg)?;
+fn reward_plugin<B: Backend>(
+    run: &RunPlugins,
+    cfg: &RunConfig,
+    placement: &Placement<B>,
+) -> Result<RewardHandle>
+where
+    Model<B>: Send + Sync,
+{
+    let engine = policy_engine::<B>(cfg, &placement.serve)?;
     let name = run
         .plugin_for(openclaw_plugin_api::PluginKind::Reward)
         .unwrap_or("reward");
     let host = HostServices::builder()
         .policy(engine)
-        .judge(judge::from_config(cfg)?)
+        .judge(judge::from_config::<B>(cfg, &placement.judge)?)
         .log(crate::plugin::instance::TracingLog::new(name))
         .build();
     run.reward(host)
@@ -97,14 +112,22 @@ fn reward_plugin(run: &RunPlugins, cfg: &RunConfig) -> Result<RewardHandle> {
 
 /// The samples of a trajectory file: main, trainable turns, scored by their `reward` field or
 /// the reward plugin. Records that cannot be used are reported and skipped.
-fn load_samples(run: &RunPlugins, cfg: &RunConfig) -> Result<Vec<TrainingSample>> {
+fn load_samples<B: Backend>(
+    run: &RunPlugins,
+    cfg: &RunConfig,
+    placement: &Placement<B>,
+) -> Result<Vec<TrainingSample>>
+where
+    Model<B>: Send + Sync,
+{
     let data = require_data(cfg)?;
-    let model = require_model(cfg)?;
+    require_model(cfg)?;
     let read = read_trajectories(data)?;
     for e in &read.errors {
         eprintln!("warning: skipped {e}");
     }
-    let (tokenizer, template) = crate::policy::tokenizer_and_template(model)?;
+    let (tokenizer, template) =
+        openclaw_models::tokenizer_and_template(&crate::policy::model_source(cfg)?, None)?;
     let tok = TurnTokens {
         tokenizer: &tokenizer,
         template: &template,
@@ -115,7 +138,7 @@ fn load_samples(run: &RunPlugins, cfg: &RunConfig) -> Result<Vec<TrainingSample>
         .flat_map(|t| &t.turns)
         .any(|t| t.turn_type == "main" && t.trainable && t.reward.is_none());
     let reward = if needs_judge {
-        Some(reward_plugin(run, cfg).context(
+        Some(reward_plugin::<B>(run, cfg, placement).context(
             "some turns have no `reward` field, so the method's reward plugin scores them",
         )?)
     } else {
@@ -196,8 +219,43 @@ pub fn train(flags: &RunFlags, epochs: &EpochFlags) -> Result<i32> {
     let run = RunPlugins::load(|| flags.inputs())?;
     let cfg = run.resolved.config.clone();
     require_model(&cfg)?;
+    crate::backend::dispatch(
+        &cfg,
+        TrainOn {
+            run: &run,
+            epochs: epochs.num_epochs,
+        },
+    )
+}
+
+/// `train` on the backend the configuration places it on.
+struct TrainOn<'a> {
+    run: &'a RunPlugins,
+    epochs: usize,
+}
+
+impl OnBackend for TrainOn<'_> {
+    type Output = i32;
+
+    fn run<B: Backend>(self, placement: Placement<B>) -> Result<i32>
+    where
+        Model<B>: Send + Sync,
+    {
+        train_on::<B>(self.run, self.epochs, &placement)
+    }
+}
+
+fn train_on<B: Backend>(
+    run: &RunPlugins,
+    num_epochs: usize,
+    placement: &Placement<B>,
+) -> Result<i32>
+where
+    Model<B>: Send + Sync,
+{
+    let cfg = run.resolved.config.clone();
     let loss = run.loss(HostServices::standalone())?;
-    let samples = load_samples(&run, &cfg)?;
+    let samples = load_samples::<B>(run, &cfg, placement)?;
     if samples.is_empty() {
         bail!("{}: no trainable samples", cfg.data_path);
     }
@@ -205,11 +263,11 @@ pub fn train(flags: &RunFlags, epochs: &EpochFlags) -> Result<i32> {
     let per_epoch = samples.len().div_ceil(batch) as u64;
     // The schedule spans the whole data; --max-steps only stops early, so a run cut short
     // and resumed follows the same learning rates as one that runs straight through.
-    let schedule_steps = per_epoch * epochs.num_epochs as u64;
+    let schedule_steps = per_epoch * num_epochs as u64;
     let total = stop_at(&cfg, schedule_steps);
     let mut tc = train_config(&cfg, schedule_steps)?;
     tc.use_reference = needs_reference(&run.loss_config());
-    let mut session = TrainSession::start(tc, session_options(&cfg, true))?;
+    let mut session = TrainSession::<B>::start(tc, session_options(&cfg, true), &placement.train)?;
     if let Some(from) = &session.resumed_from {
         eprintln!(
             "resumed from {} at step {}",
@@ -226,7 +284,7 @@ pub fn train(flags: &RunFlags, epochs: &EpochFlags) -> Result<i32> {
     while session.trainer.state().step < total {
         let pos = session.trainer.state().data_position;
         let (epoch_pos, offset) = (pos / n, pos % n);
-        if epoch_pos >= epochs.num_epochs as u64 {
+        if epoch_pos >= num_epochs as u64 {
             break;
         }
         let take = (batch as u64).min(n - offset) as usize;
@@ -252,9 +310,54 @@ pub fn sft(
 ) -> Result<i32> {
     let resolved = crate::config::resolve(&flags.inputs(), &Default::default())?;
     let cfg = resolved.config;
-    let model = require_model(&cfg)?;
+    require_model(&cfg)?;
+    crate::backend::dispatch(
+        &cfg.clone(),
+        SftOn {
+            cfg,
+            epochs: epochs.num_epochs,
+            batch_size,
+            max_len,
+        },
+    )
+}
+
+/// `sft` on the backend the configuration places it on.
+struct SftOn {
+    cfg: RunConfig,
+    epochs: usize,
+    batch_size: usize,
+    max_len: usize,
+}
+
+impl OnBackend for SftOn {
+    type Output = i32;
+
+    fn run<B: Backend>(self, placement: Placement<B>) -> Result<i32>
+    where
+        Model<B>: Send + Sync,
+    {
+        sft_on::<B>(
+            &self.cfg,
+            self.epochs,
+            self.batch_size,
+            self.max_len,
+            &placement,
+        )
+    }
+}
+
+fn sft_on<B: Backend>(
+    cfg: &RunConfig,
+    num_epochs: usize,
+    batch_size: usize,
+    max_len: usize,
+    placement: &Placement<B>,
+) -> Result<i32> {
+    let cfg = cfg.clone();
     let data = require_data(&cfg)?;
-    let (tokenizer, template) = crate::policy::tokenizer_and_template(model)?;
+    let (tokenizer, template) =
+        openclaw_models::tokenizer_and_template(&crate::policy::model_source(&cfg)?, None)?;
     let examples = load_jsonl(data, &template, &tokenizer, max_len)?;
     if examples.is_empty() {
         bail!(
@@ -263,14 +366,14 @@ pub fn sft(
         );
     }
     let opts = SftOptions {
-        epochs: epochs.num_epochs,
+        epochs: num_epochs,
         batch_size,
         shuffle: true,
     };
     let schedule_steps = opts.total_steps(examples.len());
     let total = stop_at(&cfg, schedule_steps);
     let tc = train_config(&cfg, schedule_steps)?;
-    let mut session = TrainSession::start(tc, session_options(&cfg, true))?;
+    let mut session = TrainSession::<B>::start(tc, session_options(&cfg, true), &placement.train)?;
     let bar = progress_bar(total, "sft");
     bar.set_position(session.trainer.state().step.min(total));
     let mut log = step_log(&cfg, &bar)?;
@@ -305,7 +408,7 @@ pub fn sft(
 }
 
 /// The last checkpoint (unless this step is saved already) and the closing line.
-fn finish(session: &mut TrainSession, log: &Path) -> Result<i32> {
+fn finish<B: Backend>(session: &mut TrainSession<B>, log: &Path) -> Result<i32> {
     if let Some(dir) = session.save(None)? {
         eprintln!("saved {}", dir.display());
     }

@@ -193,6 +193,14 @@ pub const KEYS: &[KeySpec] = &[
         "devices for serving; empty: CPU",
     ),
     key(
+        "prm_gpus",
+        Str,
+        "\"\"",
+        &["PRM_GPUS"],
+        "prm-gpus",
+        "devices for the judge and reward models; empty: CPU",
+    ),
+    key(
         "seed",
         Int,
         "42",

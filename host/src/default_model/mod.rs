@@ -309,7 +309,7 @@ pub(crate) mod tests {
         assert_eq!(files, want);
 
         // The directory is what every other command takes as --model-path.
-        let loaded = crate::policy::engine::ModelFiles::<openclaw_engine::CpuBackend>::load(
+        let loaded = crate::policy::engine::ModelFiles::<openclaw_engine::CpuBackend>::load_path(
             &dir,
             &Default::default(),
         )

@@ -1,71 +1,43 @@
-//! Loading what an evaluation runs: a model directory, or a checkpoint the trainer wrote
-//! (LoRA adapters merged, tokenizer files from the checkpoint, `--tokenizer`, or the base
-//! model the checkpoint names).
+//! Loading what an evaluation runs: anything `--model-path` takes (a model directory, a
+//! checkpoint with LoRA adapters merged, a save directory, `checkpoint-latest`, `latest`, a GGUF
+//! file), through `openclaw-models` like every other command.
 
-use crate::policy::files::tokenizer_dir;
-use anyhow::{bail, Context, Result};
-use openclaw_chat::{ChatTemplate, Tokenizer};
-use openclaw_engine::{CpuBackend, Model};
-use std::path::{Path, PathBuf};
+use anyhow::Result;
+use burn::prelude::Backend;
+use openclaw_engine::CpuBackend;
+use openclaw_models::{LoadOptions, ModelFiles};
+use std::path::Path;
 
 /// A model ready to sample from, with the text side it was trained with.
-pub struct EvalModel {
-    /// The directory the weights came from (a checkpoint when `--model-path` was a save dir).
-    pub dir: PathBuf,
-    /// The weights, adapters merged.
-    pub model: Model<CpuBackend>,
-    /// The tokenizer.
-    pub tokenizer: Tokenizer,
-    /// The chat template.
-    pub template: ChatTemplate,
+pub type EvalModel = ModelFiles<CpuBackend>;
+
+/// Loads `model_path` for evaluation; `latest` is the newest checkpoint in `save_dir`, and
+/// `tokenizer` (`--tokenizer`) supplies the text side a checkpoint lacks.
+pub fn load_from(model_path: &str, save_dir: &Path, tokenizer: Option<&Path>) -> Result<EvalModel> {
+    load_on::<CpuBackend>(model_path, save_dir, tokenizer, &Default::default())
 }
 
-/// The directory holding the weights: `path` itself, or, for a save directory of checkpoints
-/// (no `config.json` of its own), its latest complete checkpoint.
-fn weights_dir(path: &Path) -> Result<PathBuf> {
-    if path.join("config.json").is_file() {
-        return Ok(path.to_path_buf());
-    }
-    if !path.is_dir() {
-        bail!("model path {} does not exist", path.display());
-    }
-    openclaw_train::resolve_checkpoint(path, "latest").with_context(|| {
-        format!(
-            "{} is neither a model directory (no config.json) nor a save directory with checkpoints",
-            path.display()
-        )
-    })
+/// [`load_from`] on backend `B`, on `device`.
+pub fn load_on<B: Backend>(
+    model_path: &str,
+    save_dir: &Path,
+    tokenizer: Option<&Path>,
+    device: &B::Device,
+) -> Result<ModelFiles<B>> {
+    let opts = LoadOptions {
+        save_dir: save_dir.to_path_buf(),
+        tokenizer: tokenizer.map(Path::to_path_buf),
+    };
+    ModelFiles::load(model_path, &opts, device)
 }
 
-/// Loads `model_path` (model directory, checkpoint, or save directory) for evaluation.
+/// Loads `model_path` (see [`load_from`]; `latest` looks in `./checkpoints`).
 pub fn load(model_path: &Path, tokenizer: Option<&Path>) -> Result<EvalModel> {
-    let dir = weights_dir(model_path)?;
-    let device = Default::default();
-    let mut model = openclaw_engine::load_model::<CpuBackend>(&dir, &device)
-        .with_context(|| format!("cannot load the model in {}", dir.display()))?;
-    if dir.join(openclaw_train::lora::ADAPTER_CONFIG).is_file() {
-        // Merged adapters compute what base + adapters compute, with one matmul per projection.
-        let (with_adapters, _) = openclaw_train::lora::load_adapters(model, &dir)?;
-        model = openclaw_train::lora::merged(&with_adapters);
-    }
-    let tok_dir = tokenizer_dir(&dir, tokenizer)?;
-    let tokenizer = Tokenizer::from_dir(&tok_dir)?;
-    let template = ChatTemplate::from_dir(&tok_dir)
-        .with_context(|| format!("{} has no usable chat template", tok_dir.display()))?;
-    if tokenizer.vocab_size() > model.config.vocab_size {
-        bail!(
-            "the tokenizer in {} has {} tokens but the model only {}: they do not belong together",
-            tok_dir.display(),
-            tokenizer.vocab_size(),
-            model.config.vocab_size
-        );
-    }
-    Ok(EvalModel {
-        dir,
-        model,
+    load_from(
+        &model_path.to_string_lossy(),
+        &LoadOptions::default().save_dir,
         tokenizer,
-        template,
-    })
+    )
 }
 
 #[cfg(test)]
@@ -74,6 +46,7 @@ mod tests {
     use crate::default_model::{ensure_model, tests::tiny_recipe};
     use crate::eval::{evaluate, EvalOptions};
     use burn::backend::Autodiff;
+    use openclaw_chat::{ChatTemplate, Tokenizer};
     use openclaw_train::sft::tokenize_conversation;
     use openclaw_train::{LoraConfig, LrSchedule, TrainConfig, Trainer};
 
@@ -109,7 +82,7 @@ mod tests {
         // The save directory means its latest checkpoint; the tokenizer comes from the base
         // model that trainer_state.json names.
         let m = load(&save_dir, None).unwrap();
-        assert_eq!(m.dir, ckpt);
+        assert_eq!(m.path(), ckpt);
         assert!(!openclaw_train::lora::has_adapters(&m.model), "merged");
         let trained = trainer.inference_model().export();
         let loaded = m.model.export();

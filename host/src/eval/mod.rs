@@ -93,6 +93,8 @@ pub struct EvalOptions {
     /// A directory with the tokenizer files, for a checkpoint that lacks them and names no
     /// base model that has them.
     pub tokenizer: Option<PathBuf>,
+    /// The save directory `latest` refers to.
+    pub save_dir: PathBuf,
 }
 
 impl Default for EvalOptions {
@@ -110,6 +112,7 @@ impl Default for EvalOptions {
                 .min(4),
             examples: 2,
             tokenizer: None,
+            save_dir: openclaw_models::LoadOptions::default().save_dir,
         }
     }
 }
@@ -231,12 +234,27 @@ fn sample_seed(seed: u64, condition: usize, task: usize, sample: usize) -> u64 {
 /// and with them every number, are the same on any machine.
 const BATCH: usize = 50;
 
-/// Evaluates the model in `model_dir`: a model directory, a checkpoint the trainer wrote
-/// (LoRA adapters merged), or a save directory, whose latest checkpoint is taken.
-pub fn evaluate(model_dir: &Path, opts: &EvalOptions) -> Result<EvalReport> {
-    let m = load::load(model_dir, opts.tokenizer.as_deref())?;
+/// Evaluates the model `model_path` names: a model directory, a checkpoint the trainer wrote
+/// (LoRA adapters merged), a save directory or `checkpoint-latest` (its newest checkpoint),
+/// `latest` (in `opts.save_dir`) or a GGUF file.
+pub fn evaluate(model_path: &Path, opts: &EvalOptions) -> Result<EvalReport> {
+    evaluate_on::<crate::backend::Cpu>(model_path, opts, &Default::default())
+}
+
+/// [`evaluate`] on backend `B`, on `device`.
+pub fn evaluate_on<B: Backend>(
+    model_path: &Path,
+    opts: &EvalOptions,
+    device: &B::Device,
+) -> Result<EvalReport> {
+    let m = load::load_on::<B>(
+        &model_path.to_string_lossy(),
+        &opts.save_dir,
+        opts.tokenizer.as_deref(),
+        device,
+    )?;
     let mut report = evaluate_model(&m.model, &m.tokenizer, &m.template, opts)?;
-    report.model_path = m.dir.display().to_string();
+    report.model_path = m.path().display().to_string();
     Ok(report)
 }
 

@@ -5,8 +5,9 @@
 use crate::metrics::Metrics;
 use crate::policy::{ModelFiles, PolicyEngine, SchedulerOptions};
 use anyhow::{Context, Result};
+use burn::prelude::Backend;
 use openclaw_chat::Tokenizer;
-use openclaw_engine::{classify, load_model, CpuBackend, Model};
+use openclaw_engine::{classify, load_model, Model};
 use openclaw_plugin_api::host::{JudgeService, PolicyService};
 use openclaw_plugin_api::JudgeRequest;
 use std::path::Path;
@@ -15,23 +16,27 @@ use std::sync::Arc;
 /// Most tokens a classifier reads (the end of longer text is kept: the outcome is there).
 pub const PRM_MAX_TOKENS: usize = 2048;
 
-/// A judge served by a local chat model and, optionally, a local classifier.
-pub struct LocalJudge {
-    chat: Option<Arc<PolicyEngine<CpuBackend>>>,
-    prm: Option<(Model<CpuBackend>, Tokenizer)>,
+/// A judge served by a local chat model and, optionally, a local classifier, on backend `B`.
+pub struct LocalJudge<B: Backend> {
+    chat: Option<Arc<PolicyEngine<B>>>,
+    prm: Option<(Model<B>, Tokenizer)>,
 }
 
-impl LocalJudge {
+impl<B: Backend> LocalJudge<B>
+where
+    Model<B>: Send + Sync,
+{
     /// Loads the chat judge from `judge_dir` and the classifier from `prm_dir` (either may be
-    /// absent, not both).
+    /// absent, not both) on `device`. Either may be anything `--model-path` takes.
     pub fn load(
         judge_dir: Option<&Path>,
         prm_dir: Option<&Path>,
         metrics: Arc<Metrics>,
+        device: &B::Device,
     ) -> Result<Self> {
         let chat = judge_dir
             .map(|d| -> Result<_> {
-                let files = ModelFiles::<CpuBackend>::load(d, &Default::default())
+                let files = ModelFiles::<B>::load_path(d, device)
                     .with_context(|| format!("cannot load the judge model {}", d.display()))?;
                 Ok(Arc::new(PolicyEngine::start(
                     files,
@@ -46,7 +51,12 @@ impl LocalJudge {
             .transpose()?;
         let prm = prm_dir
             .map(|d| -> Result<_> {
-                let model = load_model::<CpuBackend>(d, &Default::default())
+                let source = openclaw_models::resolve(
+                    &d.to_string_lossy(),
+                    &openclaw_models::LoadOptions::default().save_dir,
+                )?;
+                let d = source.path();
+                let model = load_model::<B>(d, device)
                     .with_context(|| format!("cannot load the reward model {}", d.display()))?;
                 if model.score.is_none() {
                     anyhow::bail!(
@@ -62,7 +72,10 @@ impl LocalJudge {
     }
 }
 
-impl JudgeService for LocalJudge {
+impl<B: Backend> JudgeService for LocalJudge<B>
+where
+    Model<B>: Send + Sync,
+{
     fn complete(&self, req: &JudgeRequest) -> Result<Vec<Result<String, String>>, String> {
         let engine = self
             .chat
@@ -122,6 +135,7 @@ impl JudgeService for LocalJudge {
 mod tests {
     use super::*;
     use openclaw_engine::config::Architecture;
+    use openclaw_engine::CpuBackend;
     use openclaw_engine::{random_model, save_model, ModelConfig, SaveOptions};
     use openclaw_plugin_api::{Message, SamplingParams};
 
@@ -151,7 +165,13 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let judge = model_dir(tmp.path(), false);
         let prm = model_dir(tmp.path(), true);
-        let j = LocalJudge::load(Some(&judge), Some(&prm), Arc::new(Metrics::new())).unwrap();
+        let j = LocalJudge::<CpuBackend>::load(
+            Some(&judge),
+            Some(&prm),
+            Arc::new(Metrics::new()),
+            &Default::default(),
+        )
+        .unwrap();
         let req = JudgeRequest {
             messages: vec![Message::new("user", "is this good progress")].into(),
             sampling: SamplingParams {
@@ -168,9 +188,14 @@ mod tests {
         assert_eq!(p.len(), 2);
         assert!((p.iter().sum::<f32>() - 1.0).abs() < 1e-5, "{p:?}");
         // A chat model is not a classifier.
-        let e = LocalJudge::load(None, Some(&judge), Arc::new(Metrics::new()))
-            .err()
-            .unwrap();
+        let e = LocalJudge::<CpuBackend>::load(
+            None,
+            Some(&judge),
+            Arc::new(Metrics::new()),
+            &Default::default(),
+        )
+        .err()
+        .unwrap();
         assert!(e.to_string().contains("not a sequence classifier"), "{e}");
     }
 }

@@ -9,6 +9,8 @@ pub use endpoint::{EndpointJudge, EndpointOptions};
 
 use crate::config::RunConfig;
 use anyhow::Result;
+use burn::prelude::Backend;
+use openclaw_engine::Model;
 use openclaw_plugin_api::host::JudgeService;
 use openclaw_plugin_api::JudgeSettings;
 use std::sync::Arc;
@@ -17,8 +19,11 @@ use std::time::Duration;
 /// The judge a run's reward plugin asks: for chat verdicts the endpoint of `--judge-endpoint`,
 /// else the local model of `--judge-model-path`, else the rule-based judge (which reads the
 /// next state; the built-in default's judge); for class probabilities the classifier of
-/// `--prm-model-path` when given.
-pub fn from_config(cfg: &RunConfig) -> Result<Arc<dyn JudgeService>> {
+/// `--prm-model-path` when given. Local models run on backend `B` on `device` (`PRM_GPUS`).
+pub fn from_config<B: Backend>(cfg: &RunConfig, device: &B::Device) -> Result<Arc<dyn JudgeService>>
+where
+    Model<B>: Send + Sync,
+{
     let path = |p: &str| (!p.is_empty()).then(|| std::path::PathBuf::from(p));
     let chat: Arc<dyn JudgeService> = if !cfg.judge_endpoint.is_empty() {
         let j = EndpointJudge::new(EndpointOptions {
@@ -30,10 +35,11 @@ pub fn from_config(cfg: &RunConfig) -> Result<Arc<dyn JudgeService>> {
         tracing::info!("judging with {} at {}", j.model(), cfg.judge_endpoint);
         Arc::new(j)
     } else if let Some(d) = path(&cfg.judge_model_path) {
-        Arc::new(local::LocalJudge::load(
+        Arc::new(local::LocalJudge::<B>::load(
             Some(&d),
             None,
             Arc::new(crate::metrics::Metrics::new()),
+            device,
         )?)
     } else {
         Arc::new(rule::RuleJudge)
@@ -42,7 +48,12 @@ pub fn from_config(cfg: &RunConfig) -> Result<Arc<dyn JudgeService>> {
         None => Ok(chat),
         Some(d) => Ok(Arc::new(WithClassifier {
             chat,
-            prm: local::LocalJudge::load(None, Some(&d), Arc::new(crate::metrics::Metrics::new()))?,
+            prm: Box::new(local::LocalJudge::<B>::load(
+                None,
+                Some(&d),
+                Arc::new(crate::metrics::Metrics::new()),
+                device,
+            )?),
         })),
     }
 }
@@ -50,7 +61,7 @@ pub fn from_config(cfg: &RunConfig) -> Result<Arc<dyn JudgeService>> {
 /// Chat verdicts from one judge, class probabilities from a local classifier.
 struct WithClassifier {
     chat: Arc<dyn JudgeService>,
-    prm: local::LocalJudge,
+    prm: Box<dyn JudgeService>,
 }
 
 impl JudgeService for WithClassifier {

@@ -1,5 +1,10 @@
-//! The loops of `run` besides serving, connected by bounded channels:
+//! The run as a library: [`Pipeline`] wires the four loops (or serving alone) from the
+//! resolved configuration and the plugin set; [`PipelineHandle`] observes and stops them.
 //!
+//! - serving ([`serving`]): the policy engine, the durable buffer, the recorder and the session
+//!   tracker behind the OpenAI server;
+//! - producers ([`producer`]): live sessions and the replay of unfinished work, each feeding
+//!   the same judge and training path (environment episodes are the next producer);
 //! - collection ([`collect`]): turns from the recorder wait for their next state (or their
 //!   session's end), then go to the judge pool;
 //! - the judge pool ([`crate::judge::pool`]): the method's reward plugin scores each turn;
@@ -18,11 +23,17 @@
 //! session had ended.
 
 pub mod collect;
+pub mod producer;
 pub mod replay;
+pub mod run;
 pub mod samples;
+pub mod serving;
 pub mod train_loop;
 
 pub use collect::{Collection, CollectionOptions};
+pub use producer::{LiveSessions, Producer, Replayed, Sinks};
 pub use replay::{replay, ReplayPlan};
+pub use run::{Pipeline, PipelineHandle, ReplayCounts, Resumed, TrainSummary};
 pub use samples::SampleMaker;
+pub use serving::Serving;
 pub use train_loop::{ConsumedState, StepEvent, TrainLoop, TrainLoopOptions};

@@ -8,7 +8,8 @@ use crate::metrics::Metrics;
 use crate::plugin::LossHandle;
 use crate::training::TrainSession;
 use anyhow::Result;
-use openclaw_engine::{CpuBackend, Model, Published};
+use burn::prelude::Backend;
+use openclaw_engine::{Model, Published};
 use openclaw_plugin_api::TrainingSample;
 use openclaw_train::StepReport;
 use serde::{Deserialize, Serialize};
@@ -55,14 +56,16 @@ pub struct StepEvent {
     pub sample_seqs: Vec<u64>,
 }
 
-/// The training loop.
-pub struct TrainLoop {
+/// The training loop, training on backend `B`.
+pub struct TrainLoop<B: Backend> {
     /// The session (trainer, log, checkpoints).
-    pub session: TrainSession,
+    pub session: TrainSession<B>,
     /// The run's loss.
     pub loss: LossHandle,
     /// Where new weights are published.
-    pub weights: Arc<Published<Model<CpuBackend>>>,
+    pub weights: Arc<Published<Model<B>>>,
+    /// The device serving reads the published weights on.
+    pub serve_device: B::Device,
     /// Settings.
     pub opts: TrainLoopOptions,
     /// Metrics.
@@ -71,7 +74,7 @@ pub struct TrainLoop {
     pub consumed: ConsumedState,
 }
 
-impl TrainLoop {
+impl<B: Backend> TrainLoop<B> {
     fn run_state(&self) -> Vec<u8> {
         serde_json::to_vec_pretty(&self.consumed).expect("plain data serialises")
     }
@@ -101,7 +104,7 @@ impl TrainLoop {
         rx: Receiver<QueuedSample>,
         stop: Arc<AtomicBool>,
         mut on_step: impl FnMut(&StepEvent),
-    ) -> Result<TrainSession> {
+    ) -> Result<TrainSession<B>> {
         let mut ready: Vec<QueuedSample> = Vec::new();
         let mut first_ready: Option<Instant> = None;
         let mut closed = false;
@@ -158,7 +161,10 @@ impl TrainLoop {
             self.metrics.train_loss.set(report.loss);
             let step = self.session.trainer.state().step;
             if step % self.opts.update_interval.max(1) == 0 {
-                let v = self.session.trainer.publish(&self.weights);
+                let v = self
+                    .session
+                    .trainer
+                    .publish_on(&self.weights, &self.serve_device);
                 self.metrics.weight_version.set(v as i64);
             }
             let state = self.run_state();

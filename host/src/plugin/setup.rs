@@ -5,7 +5,7 @@
 use super::assign::{assign, Assignment};
 use super::{LossHandle, Registry, RewardHandle};
 use crate::config::{resolve, ConfigInputs, PluginConfigs, Resolved};
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use openclaw_plugin_api::{HostServices, PluginKind};
 
 /// The resolved configuration and the loaded plugins of a run.
@@ -24,6 +24,23 @@ impl RunPlugins {
         let first = resolve(&inputs(), &PluginConfigs::default())?;
         let mut registry = Registry::new();
         let assignments = assign(&first.config, &mut registry)?;
+        // Loaded and checked to provide their kind above, but nothing calls them yet.
+        for (key, flag, spec) in [
+            (
+                "rollout_function_path",
+                "--rollout-function-path",
+                &first.config.rollout_function_path,
+            ),
+            (
+                "custom_generate_function_path",
+                "--custom-generate-function-path",
+                &first.config.custom_generate_function_path,
+            ),
+        ] {
+            if let (false, Some(why)) = (spec.is_empty(), crate::config::not_yet(key)) {
+                bail!("{flag} {spec}: {why}");
+            }
+        }
         let mut plugins = PluginConfigs {
             loaded: true,
             ..Default::default()

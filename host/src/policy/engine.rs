@@ -16,7 +16,6 @@ use openclaw_engine::{
 use openclaw_plugin_api::host::{Generation as AbiGeneration, PolicyService, TokenScores};
 use openclaw_plugin_api::{Message, ScoreTokens, TopKEntries};
 use serde_json::Value;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Text of token ids, for stop strings.
@@ -28,40 +27,7 @@ impl Detokenizer for TokenizerDetok {
     }
 }
 
-/// Everything read from a model directory.
-pub struct ModelFiles<B: Backend> {
-    /// The directory.
-    pub dir: PathBuf,
-    /// Its `config.json`.
-    pub config: ModelConfig,
-    /// Its weights.
-    pub model: Model<B>,
-    /// Its tokenizer.
-    pub tokenizer: Tokenizer,
-    /// Its chat template.
-    pub template: ChatTemplate,
-}
-
-impl<B: Backend> ModelFiles<B> {
-    /// Loads `config.json`, the safetensors weights, `tokenizer.json` and the chat template.
-    /// A LoRA checkpoint (base weights with `adapter_config.json` + `adapter_model.safetensors`)
-    /// is served with its adapters merged in: one matmul per projection, the same outputs.
-    pub fn load(dir: &Path, device: &B::Device) -> Result<Self> {
-        let mut model = openclaw_engine::load_model::<B>(dir, device)?;
-        if dir.join(openclaw_train::lora::ADAPTER_CONFIG).is_file() {
-            let (with_adapters, _) = openclaw_train::lora::load_adapters(model, dir)?;
-            model = openclaw_train::lora::merged(&with_adapters);
-        }
-        let (tokenizer, template) = super::files::tokenizer_and_template(dir)?;
-        Ok(ModelFiles {
-            dir: dir.to_path_buf(),
-            config: model.config.clone(),
-            model,
-            tokenizer,
-            template,
-        })
-    }
-}
+pub use openclaw_models::ModelFiles;
 
 /// The ids that end an assistant turn: the tokenizer's eos and ChatML's `<|im_end|>`.
 pub fn stop_ids(tokenizer: &Tokenizer) -> Vec<u32> {

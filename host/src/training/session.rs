@@ -5,14 +5,12 @@
 use crate::plugin::LossHandle;
 use anyhow::{bail, Context, Result};
 use burn::backend::Autodiff;
-use openclaw_engine::{score, CpuBackend, ScoreOptions, ScoreRequest};
+use burn::prelude::Backend;
+use burn::tensor::backend::AutodiffBackend;
+use openclaw_engine::{score, ScoreOptions, ScoreRequest};
 use openclaw_plugin_api::TrainingSample;
-use openclaw_train::checkpoint::is_complete;
 use openclaw_train::{resolve_checkpoint, ExtraFile, StepReport, TrainConfig, TrainLog, Trainer};
 use std::path::{Path, PathBuf};
-
-/// The backend training runs on.
-pub type TrainBackend = Autodiff<CpuBackend>;
 
 /// The caller's own state inside a checkpoint (e.g. which buffer records were consumed).
 pub const RUN_STATE_FILE: &str = "run_state.json";
@@ -36,10 +34,10 @@ pub struct SessionOptions {
     pub quiet: bool,
 }
 
-/// A trainer with its log and checkpoints.
-pub struct TrainSession {
+/// A trainer on backend `B` (autodiff over it) with its log and checkpoints.
+pub struct TrainSession<B: Backend> {
     /// The trainer.
-    pub trainer: Trainer<TrainBackend>,
+    pub trainer: Trainer<Autodiff<B>>,
     /// The log.
     pub log: TrainLog,
     /// The checkpoint writer.
@@ -62,7 +60,7 @@ pub struct Checkpointer {
 
 impl Checkpointer {
     /// Whether the step just taken is due a checkpoint.
-    pub fn due(&self, trainer: &Trainer<TrainBackend>) -> bool {
+    pub fn due<B: AutodiffBackend>(&self, trainer: &Trainer<B>) -> bool {
         let step = trainer.state().step;
         self.save_dir.is_some()
             && self.interval > 0
@@ -72,9 +70,9 @@ impl Checkpointer {
 
     /// Saves a checkpoint now (with the tokenizer files and `run_state`), unless this step is
     /// already saved or no save directory is set.
-    pub fn save(
+    pub fn save<B: AutodiffBackend>(
         &mut self,
-        trainer: &Trainer<TrainBackend>,
+        trainer: &Trainer<B>,
         run_state: Option<&[u8]>,
     ) -> Result<Option<PathBuf>> {
         let Some(save_dir) = self.save_dir.clone() else {
@@ -115,13 +113,29 @@ pub fn needs_reference(loss_config_toml: &str) -> bool {
             .is_some_and(positive)
 }
 
-impl TrainSession {
+impl<B: Backend> TrainSession<B> {
     /// Starts from `opts.model_dir`, or resumes from `opts.resume` (`latest` looks in the save
-    /// directory). The reference model, when `config.use_reference` is on without LoRA, is the
-    /// model directory's weights (the run's starting point), also after a resume.
-    pub fn start(config: TrainConfig, opts: SessionOptions) -> Result<Self> {
-        let device = Default::default();
-        let tokenizer_files = crate::policy::files::tokenizer_files(&opts.model_dir)?;
+    /// directory), on `device`. The reference model, when `config.use_reference` is on without
+    /// LoRA, is the model directory's weights (the run's starting point), also after a resume.
+    pub fn start(config: TrainConfig, opts: SessionOptions, device: &B::Device) -> Result<Self> {
+        let mut opts = opts;
+        // Any `--model-path` spelling (a save directory, `checkpoint-latest`, ...) to its weights.
+        let save_dir = opts
+            .save_dir
+            .clone()
+            .unwrap_or_else(|| "checkpoints".into());
+        let source = openclaw_models::resolve(&opts.model_dir.to_string_lossy(), &save_dir)?;
+        opts.model_dir = source.path().to_path_buf();
+        let tokenizer_files = match openclaw_models::tokenizer_files(&source, None) {
+            Ok(files) => files
+                .into_iter()
+                .map(|(name, contents)| ExtraFile { name, contents })
+                .collect(),
+            Err(e) => {
+                tracing::warn!("checkpoints will carry no tokenizer files: {e:#}");
+                Vec::new()
+            }
+        };
         // `latest` with nothing saved yet is a fresh start (launch scripts pass it always).
         let nothing_saved = opts.resume == "latest"
             && opts
@@ -129,31 +143,21 @@ impl TrainSession {
                 .as_deref()
                 .is_none_or(|d| openclaw_train::list_checkpoints(d).map_or(true, |c| c.is_empty()));
         let (mut trainer, resumed_from, run_state) = if opts.resume.is_empty() || nothing_saved {
-            let t = Trainer::<TrainBackend>::from_pretrained(&opts.model_dir, config, &device)?;
+            let t = Trainer::<Autodiff<B>>::from_pretrained(&opts.model_dir, config, device)?;
             (t, None, None)
         } else {
-            let dir = if opts.resume == "latest" {
-                let save = opts
-                    .save_dir
-                    .as_deref()
-                    .context("--resume-from-checkpoint latest needs --save-dir to look in")?;
-                resolve_checkpoint(save, "latest")?
-            } else {
-                let p = PathBuf::from(&opts.resume);
-                if !is_complete(&p) {
-                    bail!(
-                        "--resume-from-checkpoint {}: not a complete checkpoint directory",
-                        p.display()
-                    );
-                }
-                p
-            };
-            let t = Trainer::<TrainBackend>::resume(&dir, config, &device)?;
+            if opts.resume == "latest" && opts.save_dir.is_none() {
+                bail!("--resume-from-checkpoint latest needs --save-dir to look in");
+            }
+            // `latest`, a save directory, `checkpoint-latest` or a whole checkpoint.
+            let dir = resolve_checkpoint(&save_dir, &opts.resume)
+                .with_context(|| format!("--resume-from-checkpoint {}", opts.resume))?;
+            let t = Trainer::<Autodiff<B>>::resume(&dir, config, device)?;
             let state = std::fs::read(dir.join(RUN_STATE_FILE)).ok();
             (t, Some(dir), state)
         };
         if trainer.config().use_reference && trainer.config().lora.is_none() {
-            let reference = openclaw_engine::load_model::<CpuBackend>(&opts.model_dir, &device)
+            let reference = openclaw_engine::load_model::<B>(&opts.model_dir, device)
                 .with_context(|| {
                     format!(
                         "cannot load the reference model {}",

@@ -1,6 +1,7 @@
 //! Checkpoints: `checkpoint-<step>/` with the model (HF safetensors + `config.json`), the LoRA
 //! adapters, the optimizer moments and the trainer state; written to a temporary directory,
-//! fsynced, then renamed into place, after which `checkpoint-latest` is updated. A directory
+//! fsynced, then renamed into place, after which the `checkpoint-latest` symlink is replaced
+//! (the layout is [`openclaw_models::checkpoints`]). A directory
 //! without its completion marker is never resumed from.
 
 use std::fs::File;
@@ -18,12 +19,11 @@ use crate::optim::AdamW;
 use crate::rng::SplitMix;
 use crate::step::{Trainer, TrainerState};
 
-/// The file in the save directory naming the newest complete checkpoint.
-pub const CHECKPOINT_LATEST: &str = "checkpoint-latest";
-/// Written last inside a checkpoint; its presence means the checkpoint is whole.
-pub const COMPLETE_MARKER: &str = "checkpoint.complete";
-/// The trainer state inside a checkpoint.
-pub const TRAINER_STATE: &str = "trainer_state.json";
+use openclaw_models::checkpoints::{checkpoint_name, parse_step, point_latest};
+pub use openclaw_models::checkpoints::{
+    is_complete, latest_checkpoint, list_checkpoints, resolve_checkpoint, CHECKPOINT_LATEST,
+    COMPLETE_MARKER, TRAINER_STATE,
+};
 /// The optimizer moments inside a checkpoint.
 pub const OPTIMIZER_FILE: &str = "optimizer.safetensors";
 
@@ -65,77 +65,6 @@ impl ExtraFile {
             std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
         Ok(ExtraFile { name, contents })
     }
-}
-
-fn checkpoint_name(step: u64) -> String {
-    format!("checkpoint-{step}")
-}
-
-fn parse_step(name: &str) -> Option<u64> {
-    name.strip_prefix("checkpoint-")?.parse().ok()
-}
-
-/// Whether `dir` is a whole checkpoint.
-pub fn is_complete(dir: &Path) -> bool {
-    dir.join(COMPLETE_MARKER).is_file()
-}
-
-/// The complete checkpoints in `save_dir`, oldest first.
-pub fn list_checkpoints(save_dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
-    let mut out = Vec::new();
-    if !save_dir.is_dir() {
-        return Ok(out);
-    }
-    for entry in std::fs::read_dir(save_dir)
-        .with_context(|| format!("cannot list {}", save_dir.display()))?
-    {
-        let entry = entry?;
-        let name = entry.file_name().to_string_lossy().to_string();
-        if let Some(step) = parse_step(&name) {
-            let p = entry.path();
-            if p.is_dir() && is_complete(&p) {
-                out.push((step, p));
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
-/// Resolves a resume target: `latest` (or the save directory itself) means the checkpoint
-/// `checkpoint-latest` names, falling back to the newest complete one when that file is
-/// missing or names an incomplete directory; anything else is a checkpoint directory, which
-/// must be complete.
-pub fn resolve_checkpoint(save_dir: &Path, spec: &str) -> Result<PathBuf> {
-    let spec_path = Path::new(spec);
-    let latest_of = |dir: &Path| -> Result<PathBuf> {
-        if let Ok(text) = std::fs::read_to_string(dir.join(CHECKPOINT_LATEST)) {
-            let p = dir.join(text.trim());
-            if parse_step(text.trim()).is_some() && is_complete(&p) {
-                return Ok(p);
-            }
-        }
-        match list_checkpoints(dir)?.pop() {
-            Some((_, p)) => Ok(p),
-            None => bail!("no complete checkpoint in {}", dir.display()),
-        }
-    };
-    if spec == "latest" {
-        return latest_of(save_dir);
-    }
-    if spec_path.join(CHECKPOINT_LATEST).is_file() || !list_checkpoints(spec_path)?.is_empty() {
-        return latest_of(spec_path);
-    }
-    if !spec_path.is_dir() {
-        bail!("checkpoint {} does not exist", spec_path.display());
-    }
-    if !is_complete(spec_path) {
-        bail!(
-            "checkpoint {} is incomplete (no {COMPLETE_MARKER}): it was not fully written",
-            spec_path.display()
-        );
-    }
-    Ok(spec_path.to_path_buf())
 }
 
 /// Reads `trainer_state.json` of a checkpoint.
@@ -254,10 +183,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             .with_context(|| format!("cannot move {} into place", tmp.display()))?;
         sync_file(save_dir)?;
 
-        let pointer_tmp = save_dir.join(format!(".{CHECKPOINT_LATEST}.tmp"));
-        write_synced(&pointer_tmp, format!("{name}\n").as_bytes())?;
-        std::fs::rename(&pointer_tmp, save_dir.join(CHECKPOINT_LATEST))?;
-        sync_file(save_dir)?;
+        point_latest(save_dir, &name)?;
 
         retain(save_dir, keep, step)?;
         Ok(final_dir)

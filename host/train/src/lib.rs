@@ -13,9 +13,9 @@
 //! - [`optim`] — AdamW with PyTorch semantics and path-keyed, saveable state.
 //! - [`schedule`] — constant / warmup / cosine learning rates.
 //! - [`clip`] — global-norm gradient clipping.
-//! - [`lora`] — adapters, merging, PEFT files.
+//! - [`lora`] — adapters, merging, PEFT files (from the engine).
 //! - [`checkpoint`] — crash-safe checkpoints, retention, resume.
-//! - [`export`] — a checkpoint as a standard HF model directory.
+//! - [`export()`] — a checkpoint as a standard HF model directory (from `openclaw-models`).
 //! - [`log`] — `training.log` and progress bars.
 //! - [`sft`] — supervised fine-tuning on chat conversations.
 //! - [`bench`] — training throughput.
@@ -29,10 +29,8 @@ pub mod bench;
 pub mod checkpoint;
 pub mod clip;
 pub mod config;
-pub mod export;
 pub mod log;
 pub mod logprob;
-pub mod lora;
 pub mod optim;
 pub mod pack;
 mod parallel;
@@ -40,12 +38,16 @@ pub mod rng;
 pub mod schedule;
 pub mod sft;
 pub mod step;
-pub mod tensors;
 pub use checkpoint::{list_checkpoints, resolve_checkpoint, ExtraFile, CHECKPOINT_LATEST};
 pub use config::TrainConfig;
-pub use export::export;
 pub use log::{progress_bar, TrainLog};
 pub use lora::LoraConfig;
+/// LoRA lives with the model in the engine; re-exported where the trainer's users look.
+pub use openclaw_engine::lora;
+/// Small f32 safetensors files (adapters, optimizer moments).
+pub use openclaw_engine::weights::tensors;
+/// Export lives with model loading (`openclaw-models`); re-exported for the trainer's users.
+pub use openclaw_models::export;
 pub use optim::{AdamW, AdamWConfig};
 pub use schedule::{LrSchedule, ScheduleKind};
 pub use sft::{run_sft, SftExample, SftOptions};

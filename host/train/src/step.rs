@@ -197,6 +197,17 @@ impl<B: AutodiffBackend> Trainer<B> {
         v
     }
 
+    /// [`Trainer::publish`] onto `device`: serving may run on another device than training.
+    pub fn publish_on(
+        &mut self,
+        published: &Published<Model<B::InnerBackend>>,
+        device: &burn::tensor::Device<B::InnerBackend>,
+    ) -> u64 {
+        let v = published.publish(self.inference_model().to_device(device));
+        self.state.weight_version = v;
+        v
+    }
+
     /// One RL optimizer step: [`Trainer::compute_gradients`] then [`Trainer::apply_gradients`].
     pub fn train_step(
         &mut self,

@@ -131,12 +131,12 @@ fn a_crash_mid_write_leaves_the_last_whole_checkpoint() {
     std::fs::create_dir_all(&partial).unwrap();
     std::fs::write(partial.join("config.json"), b"{").unwrap();
 
+    // The pointer is a symlink naming the newest whole checkpoint, and a path to it.
     assert_eq!(
-        std::fs::read_to_string(save.join(CHECKPOINT_LATEST))
-            .unwrap()
-            .trim(),
-        "checkpoint-2"
+        std::fs::read_link(save.join(CHECKPOINT_LATEST)).unwrap(),
+        std::path::Path::new("checkpoint-2")
     );
+    assert!(save.join(CHECKPOINT_LATEST).join(COMPLETE_MARKER).is_file());
     assert_eq!(resolve_checkpoint(save, "latest").unwrap(), good);
     assert_eq!(
         resolve_checkpoint(save, save.to_str().unwrap()).unwrap(),
@@ -155,6 +155,8 @@ fn a_crash_mid_write_leaves_the_last_whole_checkpoint() {
     assert!(Trainer::<AD>::resume(&partial, run_config(false), &device()).is_err());
 
     // A pointer naming a partial checkpoint, or no pointer: the newest whole one is used.
+    // (as the text file older runs wrote)
+    std::fs::remove_file(save.join(CHECKPOINT_LATEST)).unwrap();
     std::fs::write(save.join(CHECKPOINT_LATEST), "checkpoint-4\n").unwrap();
     assert_eq!(resolve_checkpoint(save, "latest").unwrap(), good);
     std::fs::remove_file(save.join(CHECKPOINT_LATEST)).unwrap();

@@ -6,6 +6,7 @@ pub mod init;
 pub mod load;
 pub mod safetensors;
 pub mod save;
+pub mod tensors;
 
 use anyhow::Result;
 use burn::prelude::*;

@@ -9,18 +9,18 @@
 
 use std::path::Path;
 
+use crate::model::block::DecoderLayer;
+use crate::model::linear::LoraAdapter;
+use crate::Model;
 use anyhow::{bail, Context, Result};
 use burn::module::Param;
 use burn::nn::Linear;
 use burn::prelude::*;
-use openclaw_engine::model::block::DecoderLayer;
-use openclaw_engine::model::linear::LoraAdapter;
-use openclaw_engine::Model;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use crate::rng::SplitMix;
-use crate::tensors::{read_f32, write_f32, NamedTensor};
+use crate::rng::Rng;
+use crate::weights::tensors::{read_f32, write_f32, NamedTensor};
 
 /// The projections adapters can be put on, with the submodule that holds each.
 pub const TARGET_MODULES: [&str; 7] = [
@@ -241,7 +241,7 @@ pub fn attach<B: Backend>(model: Model<B>, cfg: &LoraConfig, seed: u64) -> Resul
             }
             let [d_in, d_out] = slot.linear.weight.val().dims();
             let bound = 1.0 / (d_in as f64).sqrt();
-            let mut rng = SplitMix::new(seed ^ name_hash(&peft_prefix(i, slot.parent, slot.name)));
+            let mut rng = Rng::new(seed ^ name_hash(&peft_prefix(i, slot.parent, slot.name)));
             let a: Vec<f32> = (0..d_in * r)
                 .map(|_| ((rng.uniform() * 2.0 - 1.0) * bound) as f32)
                 .collect();
@@ -296,8 +296,8 @@ pub fn adapter_tensors<B: Backend>(model: &Model<B>) -> Vec<NamedTensor> {
             let prefix = peft_prefix(i, parent, name);
             let [d_in, r] = l.a.val().dims();
             let [_, d_out] = l.b.val().dims();
-            let a = openclaw_engine::weights::to_f32_vec(l.a.val());
-            let b = openclaw_engine::weights::to_f32_vec(l.b.val());
+            let a = crate::weights::to_f32_vec(l.a.val());
+            let b = crate::weights::to_f32_vec(l.b.val());
             out.push(NamedTensor {
                 name: format!("{prefix}.lora_A.weight"),
                 shape: vec![r, d_in],

@@ -1,0 +1,98 @@
+//! Loading a resolved model: weights with any LoRA adapters merged, tokenizer, chat template.
+
+use crate::resolve::{resolve, ModelSource};
+use crate::text::tokenizer_and_template;
+use anyhow::{bail, Context, Result};
+use burn::prelude::Backend;
+use openclaw_chat::{ChatTemplate, Tokenizer};
+use openclaw_engine::{Model, ModelConfig};
+use std::path::{Path, PathBuf};
+
+/// How to read a `--model-path`.
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    /// The save directory the word `latest` refers to (`--save-dir`, `CKPT_SAVE_DIR`).
+    pub save_dir: PathBuf,
+    /// Where the tokenizer and chat template come from when not from the model
+    /// (`--tokenizer`).
+    pub tokenizer: Option<PathBuf>,
+}
+
+impl Default for LoadOptions {
+    /// `latest` in `./checkpoints` (the run's default `--save-dir`), the model's own tokenizer.
+    fn default() -> Self {
+        LoadOptions {
+            save_dir: PathBuf::from("checkpoints"),
+            tokenizer: None,
+        }
+    }
+}
+
+/// Everything a model path gives: its weights, ready to serve, and its text side.
+pub struct ModelFiles<B: Backend> {
+    /// Where the weights came from.
+    pub source: ModelSource,
+    /// The model's configuration.
+    pub config: ModelConfig,
+    /// The weights, LoRA adapters merged in (one matmul per projection, the same outputs).
+    pub model: Model<B>,
+    /// The tokenizer.
+    pub tokenizer: Tokenizer,
+    /// The chat template.
+    pub template: ChatTemplate,
+}
+
+impl<B: Backend> ModelFiles<B> {
+    /// Resolves `spec` (see [`resolve`]) and loads it on `device`.
+    pub fn load(spec: &str, opts: &LoadOptions, device: &B::Device) -> Result<Self> {
+        let source = resolve(spec, &opts.save_dir)?;
+        Self::load_source(source, opts, device)
+    }
+
+    /// Loads `path` (anything [`resolve`] takes but `latest`) on `device`.
+    pub fn load_path(path: &Path, device: &B::Device) -> Result<Self> {
+        Self::load(&path.to_string_lossy(), &LoadOptions::default(), device)
+    }
+
+    /// Loads a resolved source on `device`.
+    pub fn load_source(
+        source: ModelSource,
+        opts: &LoadOptions,
+        device: &B::Device,
+    ) -> Result<Self> {
+        let model = load_weights::<B>(&source, device)?;
+        let (tokenizer, template) = tokenizer_and_template(&source, opts.tokenizer.as_deref())?;
+        if tokenizer.vocab_size() > model.config.vocab_size {
+            bail!(
+                "the tokenizer of {} has {} tokens but the model only {}: they do not belong together",
+                source.path().display(),
+                tokenizer.vocab_size(),
+                model.config.vocab_size
+            );
+        }
+        Ok(ModelFiles {
+            config: model.config.clone(),
+            source,
+            model,
+            tokenizer,
+            template,
+        })
+    }
+
+    /// The directory or file the weights came from.
+    pub fn path(&self) -> &Path {
+        self.source.path()
+    }
+}
+
+/// The weights of `source` on `device`, LoRA adapters merged.
+pub fn load_weights<B: Backend>(source: &ModelSource, device: &B::Device) -> Result<Model<B>> {
+    let path = source.path();
+    let model = openclaw_engine::load_model::<B>(path, device)
+        .with_context(|| format!("cannot load the model in {}", path.display()))?;
+    if source.has_adapters() {
+        let (with_adapters, _) = openclaw_engine::lora::load_adapters(model, path)?;
+        return Ok(openclaw_engine::lora::merged(&with_adapters));
+    }
+    Ok(model)
+}

@@ -1,0 +1,414 @@
+//! The run as a library: [`Pipeline`] is built from the resolved configuration and the plugin
+//! set, [`Pipeline::start`] starts its loops and returns a [`PipelineHandle`] to observe and
+//! stop them. `run` (the four loops) and `serve` (serving alone) are both this type; the
+//! command line only parses, reports and, for the built-in default, starts simulated users.
+
+use super::producer::{LiveSessions, Producer, Replayed, Sinks};
+use super::replay::replay;
+use super::samples::{QueuedSample, SampleMaker};
+use super::serving::{bind, interrupted, scheduler_options, serve_on, Serving};
+use super::train_loop::{ConsumedState, StepEvent, TrainLoop, TrainLoopOptions};
+use super::{Collection, CollectionOptions};
+use crate::backend::Placement;
+use crate::config::RunConfig;
+use crate::judge::pool::{JudgePool, PoolOptions};
+use crate::metrics::Metrics;
+use crate::plugin::instance::TracingLog;
+use crate::plugin::RunPlugins;
+use crate::policy::{load_options, ModelFiles, PolicyEngine};
+use crate::training::session::needs_reference;
+use crate::training::{train_config, SessionOptions, TrainSession, RUN_STATE_FILE};
+use anyhow::{anyhow, Context, Result};
+use burn::prelude::Backend;
+use openclaw_engine::Model;
+use openclaw_plugin_api::host::PolicyService;
+use openclaw_plugin_api::{HostServices, PluginKind};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Where a resumed run picked up.
+#[derive(Clone, Debug)]
+pub struct Resumed {
+    /// The checkpoint directory.
+    pub checkpoint: PathBuf,
+    /// Its training step.
+    pub step: u64,
+    /// The weight version it serves.
+    pub weight_version: u64,
+    /// Samples up to this sequence number were trained before it.
+    pub consumed_through: u64,
+}
+
+/// What the buffer held unfinished at start.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplayCounts {
+    /// Recorded samples still to train.
+    pub to_train: usize,
+    /// Judged turns whose sample was never written.
+    pub to_sample: usize,
+    /// Turns never judged.
+    pub to_judge: usize,
+    /// Samples the checkpoint had trained already.
+    pub already_trained: usize,
+}
+
+impl ReplayCounts {
+    /// Whether anything is left to do.
+    pub fn any(&self) -> bool {
+        self.to_train + self.to_sample + self.to_judge > 0
+    }
+}
+
+/// How a training loop ended.
+#[derive(Clone, Debug)]
+pub struct TrainSummary {
+    /// The last step taken.
+    pub step: u64,
+    /// `training.log`.
+    pub training_log: PathBuf,
+}
+
+/// The loops besides serving: producers, the judge pool, training.
+struct Training<B: Backend> {
+    train_loop: TrainLoop<B>,
+    samples: Receiver<QueuedSample>,
+    producers: Vec<Box<dyn Producer>>,
+    sinks: Sinks,
+}
+
+/// A run's loops, built and not yet started.
+pub struct Pipeline<B: Backend> {
+    cfg: RunConfig,
+    metrics: Arc<Metrics>,
+    serving: Serving<B>,
+    training: Option<Training<B>>,
+    /// Where a resumed run picked up.
+    pub resumed: Option<Resumed>,
+    /// What the buffer held unfinished.
+    pub replay: ReplayCounts,
+}
+
+impl<B: Backend> Pipeline<B>
+where
+    Model<B>: Send + Sync,
+{
+    /// Serving alone (`serve`): the OpenAI server recording every main turn to the buffer.
+    pub fn serving(cfg: &RunConfig, placement: &Placement<B>) -> Result<Self> {
+        let metrics = Arc::new(Metrics::new());
+        let files = ModelFiles::<B>::load(&cfg.model_path, &load_options(cfg), &placement.serve)?;
+        let serving = Serving::build(cfg, files, 0, None, metrics.clone())?;
+        Ok(Pipeline {
+            cfg: cfg.clone(),
+            metrics,
+            serving,
+            training: None,
+            resumed: None,
+            replay: ReplayCounts::default(),
+        })
+    }
+
+    /// The four loops (`run`): serving, collection, the judge pool running the method's reward
+    /// plugin, and training through its loss plugin, publishing new weights to serving. A run
+    /// restarted on the same directories resumes from the newest checkpoint (serving its weights
+    /// under its version) and replays what the buffer holds unfinished.
+    pub fn four_loops(
+        cfg: &RunConfig,
+        plugins: &RunPlugins,
+        placement: &Placement<B>,
+    ) -> Result<Self> {
+        let metrics = Arc::new(Metrics::new());
+
+        // Training first: a resumed run serves the checkpoint's weights under its version.
+        let loss = plugins.loss(HostServices::standalone())?;
+        let mut tc = train_config(cfg, cfg.max_steps.max(1))?;
+        tc.use_reference = needs_reference(&plugins.loss_config());
+        let save_dir = PathBuf::from(&cfg.save_dir);
+        let mut resume = cfg.resume_from_checkpoint.clone();
+        if resume.is_empty()
+            && openclaw_models::list_checkpoints(&save_dir).is_ok_and(|c| !c.is_empty())
+        {
+            // A restart on the same directories continues where the run stopped.
+            resume = "latest".into();
+        }
+        let session = TrainSession::<B>::start(
+            tc,
+            SessionOptions {
+                model_dir: PathBuf::from(&cfg.model_path),
+                save_dir: Some(save_dir.clone()),
+                save_interval: cfg.save_interval as u64,
+                keep: cfg.keep_checkpoints as usize,
+                resume,
+                log_dir: PathBuf::from(&cfg.log_dir),
+                quiet: true,
+            },
+            &placement.train,
+        )?;
+        let consumed: ConsumedState = session
+            .run_state
+            .as_deref()
+            .map(serde_json::from_slice)
+            .transpose()
+            .with_context(|| format!("the checkpoint's {RUN_STATE_FILE} is malformed"))?
+            .unwrap_or_default();
+        let resumed = session.resumed_from.as_ref().map(|dir| Resumed {
+            checkpoint: dir.clone(),
+            step: session.trainer.state().step,
+            weight_version: session.trainer.state().weight_version,
+            consumed_through: consumed.consumed_through,
+        });
+        let (serve_path, version) = match &resumed {
+            Some(r) => (r.checkpoint.display().to_string(), r.weight_version),
+            None => (cfg.model_path.clone(), 0),
+        };
+
+        // Serving, with the recorder feeding collection.
+        let (collect_tx, collect_rx) = sync_channel(4096);
+        let files = ModelFiles::<B>::load(&serve_path, &load_options(cfg), &placement.serve)?;
+        let serving = Serving::build(cfg, files, version, Some(collect_tx), metrics.clone())?;
+        let engine = serving.engine.clone();
+
+        // The reward plugin: the judge, and the policy as teacher (frozen: the starting model).
+        let teacher: Arc<dyn PolicyService> = if cfg.teacher == "frozen" {
+            // The starting model, never updated: its own engine (scoring only).
+            Arc::new(PolicyEngine::start(
+                ModelFiles::<B>::load(&cfg.model_path, &load_options(cfg), &placement.serve)?,
+                0,
+                scheduler_options(cfg),
+                metrics.clone(),
+            ))
+        } else {
+            engine.clone()
+        };
+        let reward_name = plugins
+            .plugin_for(PluginKind::Reward)
+            .unwrap_or("reward")
+            .to_string();
+        let reward = Arc::new(
+            plugins.reward(
+                HostServices::builder()
+                    .policy(teacher)
+                    .judge(crate::judge::from_config::<B>(cfg, &placement.judge)?)
+                    .log(TracingLog::new(&reward_name))
+                    .build(),
+            )?,
+        );
+
+        // Judge pool → samples → training.
+        let (train_tx, train_rx) = sync_channel(cfg.rollout_batch_size as usize * 4);
+        let maker = Arc::new(SampleMaker::new(serving.log(), train_tx));
+        let on_outcome = maker.clone();
+        let pool = Arc::new(JudgePool::start(
+            reward,
+            PoolOptions {
+                workers: cfg.num_judge_workers as usize,
+                queue: 256,
+                attempts: 3,
+                backoff: Duration::from_millis(500),
+                slow_after: Duration::from_secs(cfg.judge_timeout),
+            },
+            metrics.clone(),
+            Arc::new(move |o| on_outcome.on_outcome(o)),
+        ));
+        let settings = crate::judge::settings(cfg);
+
+        // Producers: what the buffer holds unfinished, then the live sessions.
+        let plan = replay(&serving.replay.records, &consumed);
+        let counts = ReplayCounts {
+            to_train: plan.to_train.len(),
+            to_sample: plan.to_sample.len(),
+            to_judge: plan.to_judge.len(),
+            already_trained: plan.already_trained,
+        };
+        let producers: Vec<Box<dyn Producer>> = vec![
+            Box::new(Replayed { plan }),
+            Box::new(LiveSessions {
+                events: collect_rx,
+                collection: Collection::new(
+                    CollectionOptions {
+                        max_pending: (cfg.max_sessions as usize).max(1),
+                        judge: settings.clone(),
+                    },
+                    metrics.clone(),
+                ),
+            }),
+        ];
+
+        let train_loop = TrainLoop {
+            session,
+            loss,
+            weights: engine.weights.clone(),
+            serve_device: placement.serve.clone(),
+            opts: TrainLoopOptions {
+                batch: cfg.rollout_batch_size as usize,
+                batch_timeout: Duration::from_secs(cfg.batch_timeout),
+                max_staleness: cfg.max_staleness,
+                correct_stale: cfg.stale_policy == "correct",
+                update_interval: cfg.update_weights_interval as u64,
+                max_steps: cfg.max_steps,
+            },
+            metrics: metrics.clone(),
+            consumed,
+        };
+        Ok(Pipeline {
+            cfg: cfg.clone(),
+            metrics,
+            serving,
+            training: Some(Training {
+                train_loop,
+                samples: train_rx,
+                producers,
+                sinks: Sinks {
+                    judge: pool,
+                    samples: maker,
+                    settings,
+                },
+            }),
+            resumed,
+            replay: counts,
+        })
+    }
+
+    /// The run's metrics (what `/metrics` shows).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Starts every loop and listens on the configured address; `on_step` runs on the training
+    /// thread after each step. Returns once the server listens.
+    pub fn start(self, on_step: impl FnMut(&StepEvent) + Send + 'static) -> Result<PipelineHandle> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut producers = Vec::new();
+        let mut trainer = None;
+        if let Some(t) = self.training {
+            for p in t.producers {
+                let sinks = t.sinks.clone();
+                let stop = stop.clone();
+                producers.push(
+                    std::thread::Builder::new()
+                        .name(p.name().into())
+                        .spawn(move || p.run(sinks, stop))?,
+                );
+            }
+            let train_stop = stop.clone();
+            let (train_loop, rx) = (t.train_loop, t.samples);
+            trainer = Some(std::thread::Builder::new().name("train".into()).spawn(
+                move || -> Result<TrainSummary> {
+                    let session = train_loop.run(rx, train_stop, on_step)?;
+                    Ok(TrainSummary {
+                        step: session.trainer.state().step,
+                        training_log: session.log.path().to_path_buf(),
+                    })
+                },
+            )?);
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let listener = rt.block_on(bind(&self.cfg.host, self.cfg.port))?;
+        let addr = listener.local_addr()?;
+        let watch = stop.clone();
+        let server = rt.spawn(serve_on(listener, self.serving.app.clone(), async move {
+            loop {
+                tokio::select! {
+                    _ = interrupted() => break,
+                    _ = tokio::time::sleep(Duration::from_millis(100)) => {
+                        if watch.load(Ordering::SeqCst) {
+                            break;
+                        }
+                    }
+                }
+            }
+        }));
+        Ok(PipelineHandle {
+            addr,
+            metrics: self.metrics,
+            stop,
+            rt,
+            server: Some(server),
+            trainer,
+            producers,
+        })
+    }
+}
+
+/// A started pipeline.
+pub struct PipelineHandle {
+    addr: SocketAddr,
+    metrics: Arc<Metrics>,
+    stop: Arc<AtomicBool>,
+    rt: tokio::runtime::Runtime,
+    server: Option<tokio::task::JoinHandle<Result<()>>>,
+    trainer: Option<JoinHandle<Result<TrainSummary>>>,
+    producers: Vec<JoinHandle<Result<()>>>,
+}
+
+impl PipelineHandle {
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The OpenAI base URL clients use (`http://ADDR/v1`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// The run's metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Whether the loops were asked to stop.
+    pub fn stopping(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Asks every loop to stop (the server drains its requests; training saves a checkpoint).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+
+    /// Blocks until the run is over: training reached `--max-steps` or failed, the server
+    /// stopped (Ctrl-C or SIGTERM), or [`PipelineHandle::stop`] was called.
+    pub fn wait(&self) {
+        loop {
+            let trainer_done = self.trainer.as_ref().is_some_and(|t| t.is_finished());
+            let server_done = self.server.as_ref().is_none_or(|s| s.is_finished());
+            if trainer_done || server_done || self.stopping() {
+                self.stop();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Stops every loop and waits for them: training saves its final checkpoint, the server
+    /// drains, producers end. Returns how training ended (none for serving alone).
+    pub fn shutdown(mut self) -> Result<Option<TrainSummary>> {
+        self.stop();
+        let trained = match self.trainer.take() {
+            Some(t) => Some(t.join().map_err(|_| anyhow!("training panicked"))??),
+            None => None,
+        };
+        if let Some(server) = self.server.take() {
+            self.rt
+                .block_on(server)
+                .map_err(|e| anyhow!("the server task failed: {e}"))??;
+        }
+        for p in self.producers.drain(..) {
+            let name = p.thread().name().unwrap_or("producer").to_string();
+            match p.join() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!("{name} stopped: {e:#}"),
+                Err(_) => tracing::error!("{name} panicked"),
+            }
+        }
+        Ok(trained)
+    }
+}

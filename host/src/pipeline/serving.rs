@@ -1,0 +1,182 @@
+//! The serving loop's parts: the policy engine, the durable buffer, the recorder and the session
+//! tracker behind the OpenAI server, and the server itself.
+
+use crate::buffer::{FsyncPolicy, Log, LogOptions, Replay};
+use crate::collect::{CollectEvent, Recorder, SessionTracker, TrackerOptions};
+use crate::config::RunConfig;
+use crate::metrics::Metrics;
+use crate::policy::{ModelFiles, PolicyEngine, SchedulerOptions};
+use crate::serve::{router, App, ServerOptions};
+use anyhow::{bail, Context, Result};
+use burn::prelude::Backend;
+use openclaw_engine::Model;
+use openclaw_plugin_api::TurnType;
+use std::path::Path;
+use std::sync::mpsc::SyncSender;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A server's state, ready to listen.
+pub struct Serving<B: Backend> {
+    /// The served model.
+    pub engine: Arc<PolicyEngine<B>>,
+    /// The shared state of the handlers.
+    pub app: Arc<App<B>>,
+    /// Every record the buffer held when it was opened.
+    pub replay: Replay,
+}
+
+/// The engine's batch limits from the configuration.
+pub fn scheduler_options(cfg: &RunConfig) -> SchedulerOptions {
+    SchedulerOptions {
+        max_batch: cfg.max_batch_size as usize,
+        max_inflight: cfg.max_inflight as usize,
+    }
+}
+
+impl<B: Backend> Serving<B>
+where
+    Model<B>: Send + Sync,
+{
+    /// Serves `files` as weight version `version`, recording turns to `cfg.rl_buffer_dir` and
+    /// handing them to `sink` (collection) when given.
+    pub fn build(
+        cfg: &RunConfig,
+        files: ModelFiles<B>,
+        version: u64,
+        sink: Option<SyncSender<CollectEvent>>,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self> {
+        if cfg.backend != "embedded" {
+            bail!(
+                "backend `{}` is not available in this build; use --backend embedded",
+                cfg.backend
+            );
+        }
+        metrics.weight_version.set(version as i64);
+        let engine = Arc::new(PolicyEngine::start(
+            files,
+            version,
+            scheduler_options(cfg),
+            metrics.clone(),
+        ));
+        let (log, replay) = Log::open(
+            Path::new(&cfg.rl_buffer_dir),
+            LogOptions {
+                fsync: FsyncPolicy::from_millis(cfg.fsync_interval_ms),
+                ..Default::default()
+            },
+        )?;
+        for w in &replay.warnings {
+            tracing::warn!("{w}");
+        }
+        let overflow = metrics.clone();
+        let recorder = Recorder::new(Arc::new(log), sink).on_dropped(Arc::new(move || {
+            overflow
+                .queue_overflow
+                .get_or_create(&Metrics::label("queue", "collect"))
+                .inc();
+        }));
+        let sessions = Arc::new(Mutex::new(SessionTracker::new(TrackerOptions {
+            default_turn_type: if cfg.default_turn_type == "side" {
+                TurnType::Side
+            } else {
+                TurnType::Main
+            },
+            idle_timeout: Duration::from_secs(cfg.session_idle_timeout),
+            max_sessions: cfg.max_sessions as usize,
+        })));
+        let app = Arc::new(App {
+            engine: engine.clone(),
+            sessions,
+            recorder,
+            metrics,
+            opts: ServerOptions {
+                served_model_name: cfg.served_model_name.clone(),
+                api_key: cfg.api_key.clone(),
+                max_body_bytes: cfg.max_body_bytes as usize,
+                default_max_tokens: cfg.default_max_tokens,
+                default_temperature: 1.0,
+                record_turns: cfg.enable_rl_intercept,
+            },
+        });
+        Ok(Serving {
+            engine,
+            app,
+            replay,
+        })
+    }
+
+    /// The durable buffer the server records into.
+    pub fn log(&self) -> Arc<Log> {
+        self.app.recorder.log().clone()
+    }
+}
+
+/// Listens on `host:port` (port 0 picks a free one).
+pub async fn bind(host: &str, port: u16) -> Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind((host, port))
+        .await
+        .with_context(|| format!("cannot listen on {host}:{port}"))
+}
+
+/// Serves `app` on `listener` until `shutdown` completes, closing idle sessions every few
+/// seconds.
+pub async fn serve_on<B: Backend>(
+    listener: tokio::net::TcpListener,
+    app: Arc<App<B>>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<()>
+where
+    Model<B>: Send + Sync,
+{
+    let addr = listener.local_addr()?;
+    eprintln!("serving {} on http://{addr}/v1", app.opts.served_model_name);
+    let sweeper = app.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            let closed = match sweeper.sessions.lock() {
+                Ok(mut t) => t.sweep(Instant::now()),
+                Err(_) => return,
+            };
+            for c in closed {
+                if let Err(e) = sweeper
+                    .recorder
+                    .closed(&c.session_id, c.reason, c.open_turn)
+                {
+                    tracing::error!("cannot record the end of session {}: {e:#}", c.session_id);
+                }
+            }
+        }
+    });
+    axum::serve(listener, router(app))
+        .with_graceful_shutdown(shutdown)
+        .await
+        .context("the server stopped")?;
+    Ok(())
+}
+
+/// Completes on Ctrl-C or, on Unix, SIGTERM (`kill`, systemd and container stops).
+pub async fn interrupted() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

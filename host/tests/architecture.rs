@@ -101,9 +101,16 @@ fn serving_never_imports_the_trainer() {
     assert!(!deps.iter().any(|d| d == "openclaw-train"));
 }
 
+/// The workspace crates a plugin may link: the ABI, and the judge helpers built on it alone.
+const PLUGIN_DEPENDENCIES: [&str; 2] = ["openclaw-plugin-api", "openclaw-judging"];
+
 #[test]
 fn plugins_depend_only_on_the_abi_crate() {
     let root = workspace();
+    // The judge helpers are plain Rust over the ABI types: nothing of the host reaches a plugin
+    // through them.
+    let judging = dependencies(&root.join("methods/judging/Cargo.toml"));
+    assert_eq!(judging, vec!["openclaw-plugin-api".to_string()]);
     let mut crates = Vec::new();
     for folder in ["methods", "examples", "envs"] {
         let Ok(entries) = std::fs::read_dir(root.join(folder)) else {
@@ -121,11 +128,11 @@ fn plugins_depend_only_on_the_abi_crate() {
         let deps = dependencies(&c.join("Cargo.toml"));
         let others: Vec<&String> = deps
             .iter()
-            .filter(|d| d.starts_with("openclaw-") && *d != "openclaw-plugin-api")
+            .filter(|d| d.starts_with("openclaw-") && !PLUGIN_DEPENDENCIES.contains(&d.as_str()))
             .collect();
         assert!(
             others.is_empty(),
-            "{} depends on {others:?}: a plugin depends only on the ABI crate",
+            "{} depends on {others:?}: a plugin depends only on the ABI crate (and its judge helpers)",
             c.display()
         );
         for heavy in ["burn", "tokio", "openclaw-engine"] {

@@ -21,7 +21,13 @@ fn inputs(flags: &[(&str, String)]) -> ConfigInputs {
         file: None,
         flags: flags
             .iter()
-            .map(|(k, v)| (k.to_string(), v.clone(), format!("--{}", k.replace('_', "-"))))
+            .map(|(k, v)| {
+                (
+                    k.to_string(),
+                    v.clone(),
+                    format!("--{}", k.replace('_', "-")),
+                )
+            })
             .collect(),
         sets: Vec::new(),
         env: Box::new(|_| None),
@@ -31,7 +37,10 @@ fn inputs(flags: &[(&str, String)]) -> ConfigInputs {
 fn run_flags(dir: &Path, model: &Path, steps: u64) -> Vec<(&'static str, String)> {
     let d = |p: &str| dir.join(p).display().to_string();
     vec![
-        ("plugin", workspace().join("methods/binary-rl").display().to_string()),
+        (
+            "plugin",
+            workspace().join("methods/binary-rl").display().to_string(),
+        ),
         ("model_path", model.display().to_string()),
         ("port", free_port().to_string()),
         ("rl_buffer_dir", d("rl_buffer")),
@@ -115,7 +124,10 @@ fn the_four_loops_run_in_process_resume_and_their_checkpoint_serves() {
     let flags = vec![
         ("model_path", latest.display().to_string()),
         ("port", free_port().to_string()),
-        ("rl_buffer_dir", dir.join("serve_buffer").display().to_string()),
+        (
+            "rl_buffer_dir",
+            dir.join("serve_buffer").display().to_string(),
+        ),
     ];
     let cfg = openclaw_host::config::resolve(&inputs(&flags), &Default::default())
         .unwrap()
@@ -138,5 +150,8 @@ fn the_four_loops_run_in_process_resume_and_their_checkpoint_serves() {
     handle.wait();
     assert_eq!(handle.shutdown().unwrap().map(|s| s.step), None);
     let served = Log::read_all(&dir.join("serve_buffer")).unwrap().records;
-    assert_eq!(served.iter().filter(|e| e.record.kind() == "turn").count(), 1);
+    assert_eq!(
+        served.iter().filter(|e| e.record.kind() == "turn").count(),
+        1
+    );
 }

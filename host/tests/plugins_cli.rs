@@ -124,7 +124,10 @@ fn a_library_built_against_another_api_is_refused_in_one_line() {
     let o = host(&["plugins", "info", "tests/fixtures/abi-old"]);
     assert_one_line_error(
         &o,
-        "was built against plugin API 0.9.0, which this host (plugin API 1.0.0) cannot load",
+        &format!(
+            "was built against plugin API 0.9.0, which this host (plugin API {}) cannot load",
+            openclaw_plugin_api::API_VERSION
+        ),
     );
     let o = host(&["plugins", "info", "tests/fixtures/abi-layout"]);
     assert_one_line_error(&o, "ABI layout incompatible");

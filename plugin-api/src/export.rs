@@ -57,6 +57,7 @@ macro_rules! export_plugin {
                 rollout: ::std::option::Option::None,
                 generate: ::std::option::Option::None,
                 env: ::std::option::Option::None,
+                loss_inputs: ::std::option::Option::None,
             };
             $( $crate::__export_kind!(module, $kind, $ty); )+
             $crate::abi_stable::prefix_type::PrefixTypeTrait::leak_into_prefix(module)
@@ -87,6 +88,7 @@ macro_rules! export_plugin {
 macro_rules! __export_kind {
     ($m:ident, loss, $ty:ty) => {
         $m.loss = ::std::option::Option::Some($crate::ffi::new_loss::<$ty>);
+        $m.loss_inputs = ::std::option::Option::Some($crate::ffi::loss_inputs::<$ty>);
     };
     ($m:ident, reward, $ty:ty) => {
         $m.reward = ::std::option::Option::Some($crate::ffi::new_reward::<$ty>);

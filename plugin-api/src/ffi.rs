@@ -8,7 +8,7 @@
 use crate::conversation::TrainingSample;
 use crate::env::{Action, Env, Observation, StepOutcome, Task};
 use crate::host::{FfiHostBox, HostServices};
-use crate::loss::{Loss, LossBatch, LossOutput};
+use crate::loss::{Loss, LossBatch, LossInputs, LossOutput};
 use crate::reward::{Reward, Score, ScoreRequest};
 use crate::rollout::{Generate, GenerateRequest, Rollout, RolloutOutput, RolloutRequest};
 use abi_stable::sabi_trait;
@@ -203,6 +203,11 @@ pub extern "C" fn new_loss<T: Loss>(
     construct("loss constructor", config, host, T::new, |a| {
         FfiLoss_TO::from_value(a, sabi_trait::TD_Opaque)
     })
+}
+
+/// The inputs `T` reads under a configuration, without constructing it.
+pub extern "C" fn loss_inputs<T: Loss>(config: RString) -> RResult<LossInputs, RString> {
+    guard("loss inputs", || T::inputs(&config))
 }
 
 /// The reward constructor for `T`.

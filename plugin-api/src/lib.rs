@@ -22,7 +22,6 @@ pub mod env;
 mod export;
 pub mod ffi;
 pub mod host;
-pub mod judge;
 pub mod loss;
 pub mod manifest;
 pub mod math;
@@ -44,7 +43,7 @@ pub use conversation::{
 };
 pub use env::{Action, Env, EnvInfo, Observation, StepOutcome, Task};
 pub use host::{HostServices, Judge, JudgeRequest, LogLevel, Logger, Policy, ScoreTokens};
-pub use loss::{Loss, LossBatch, LossOutput, Metric, TopKBatch};
+pub use loss::{Loss, LossBatch, LossInputs, LossOutput, Metric, TopKBatch};
 pub use manifest::{Manifest, PluginKind};
 pub use module::{PluginModule, PluginModuleRef, ABI_NAME};
 pub use reward::{JudgeSettings, Reward, Score, ScoreRequest};

@@ -209,9 +209,33 @@ impl LossBatch {
     }
 }
 
+/// What a loss reads besides the policy's and the behaviour log-probabilities, stated by the
+/// plugin from its configuration before anything is constructed, so the host computes what is
+/// needed and nothing more (a reference model is a second copy of the weights).
+#[repr(C)]
+#[derive(StableAbi, Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LossInputs {
+    /// Reference-model log-probabilities (`LossBatch::ref_logp`, for a KL term): the host keeps
+    /// the starting weights frozen and scores every batch with them.
+    pub reference_logprobs: bool,
+    /// Teacher log-probabilities that the reward side attaches to samples (distillation): the
+    /// host gives the reward plugin a teacher model to score with.
+    pub teacher_logprobs: bool,
+}
+
 /// A loss function, written in plain Rust. Implement it and export it with
 /// [`export_plugin!`](crate::export_plugin).
 pub trait Loss: Send + Sync + 'static {
+    /// The inputs this loss reads under `config` (the same TOML text [`Loss::new`] gets).
+    /// Called before construction, without side effects. The default reads nothing extra.
+    fn inputs(config: &str) -> crate::PluginResult<LossInputs>
+    where
+        Self: Sized,
+    {
+        let _ = config;
+        Ok(LossInputs::default())
+    }
+
     /// Builds the loss from its configuration (the plugin's default config merged with the
     /// user's, as TOML text) and the host's services.
     fn new(config: &str, host: crate::HostServices) -> crate::PluginResult<Self>

@@ -3,6 +3,7 @@
 
 use crate::ffi::{Constructor, EnvBox, GenerateBox, LossBox, RewardBox, RolloutBox};
 use crate::host::FfiHostBox;
+use crate::loss::LossInputs;
 use crate::manifest::Manifest;
 use abi_stable::library::RootModule;
 use abi_stable::sabi_types::VersionStrings;
@@ -36,6 +37,8 @@ pub struct PluginModule {
     pub generate: Option<extern "C" fn(RString, FfiHostBox) -> RResult<GenerateBox, RString>>,
     /// Builds the environment.
     pub env: Option<extern "C" fn(RString, FfiHostBox) -> RResult<EnvBox, RString>>,
+    /// What the loss reads under a configuration (appended in 1.1; a 1.0 library lacks it).
+    pub loss_inputs: Option<extern "C" fn(RString) -> RResult<LossInputs, RString>>,
 }
 
 impl RootModule for PluginModuleRef {
@@ -65,5 +68,9 @@ impl PluginModuleRef {
     /// The env constructor, if the library has one.
     pub fn env_ctor(self) -> Option<Constructor<EnvBox>> {
         self.env().flatten()
+    }
+    /// What the library's loss reads, if the library states it (API 1.1 and later).
+    pub fn loss_inputs_fn(self) -> Option<extern "C" fn(RString) -> RResult<LossInputs, RString>> {
+        self.loss_inputs().flatten()
     }
 }

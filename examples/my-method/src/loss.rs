@@ -17,7 +17,9 @@
 use crate::config::MyConfig;
 use openclaw_plugin_api::abi_stable::std_types::ROption;
 use openclaw_plugin_api::math::SampleMean;
-use openclaw_plugin_api::{HostServices, Loss, LossBatch, LossOutput, Metric, PluginResult};
+use openclaw_plugin_api::{
+    HostServices, Loss, LossBatch, LossInputs, LossOutput, Metric, PluginResult,
+};
 
 /// A clipped policy-gradient loss on the per-sample reward with a KL penalty.
 pub struct MyLoss {
@@ -27,6 +29,15 @@ pub struct MyLoss {
 impl Loss for MyLoss {
     // Called once when the host loads the plugin. `_host` offers logging, the policy, the
     // teacher and the judge; a loss needs none of them.
+    // Says which inputs the host must compute: here the reference log-probabilities, only when
+    // the KL penalty is on (the reference model is a second copy of the weights).
+    fn inputs(config: &str) -> PluginResult<LossInputs> {
+        Ok(LossInputs {
+            reference_logprobs: MyConfig::parse(config)?.kl_coef > 0.0,
+            teacher_logprobs: false,
+        })
+    }
+
     fn new(config: &str, _host: HostServices) -> PluginResult<Self> {
         Ok(MyLoss {
             config: MyConfig::parse(config)?,

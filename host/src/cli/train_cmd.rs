@@ -11,7 +11,6 @@ use crate::metrics::Metrics;
 use crate::plugin::{RewardHandle, RunPlugins};
 use crate::policy::{ModelFiles, PolicyEngine, SchedulerOptions};
 use crate::training::samples::given_score;
-use crate::training::session::needs_reference;
 use crate::training::{
     sample_from, train_config, turn_from_record, SessionOptions, TrainSession, TurnTokens,
 };
@@ -266,7 +265,7 @@ where
     let schedule_steps = per_epoch * num_epochs as u64;
     let total = stop_at(&cfg, schedule_steps);
     let mut tc = train_config(&cfg, schedule_steps)?;
-    tc.use_reference = needs_reference(&run.loss_config());
+    tc.use_reference = run.loss_inputs()?.reference_logprobs;
     let mut session = TrainSession::<B>::start(tc, session_options(&cfg, true), &placement.train)?;
     if let Some(from) = &session.resumed_from {
         eprintln!(

@@ -183,7 +183,7 @@ impl JudgeService for RuleJudge {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use openclaw_plugin_api::judge::{
+    use openclaw_judging::{
         extract_hint, hint_judge_messages, majority_vote, parse_boxed_score, prm_judge_messages,
         JudgeInput,
     };

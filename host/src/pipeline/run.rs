@@ -16,7 +16,6 @@ use crate::metrics::Metrics;
 use crate::plugin::instance::TracingLog;
 use crate::plugin::RunPlugins;
 use crate::policy::{load_options, ModelFiles, PolicyEngine};
-use crate::training::session::needs_reference;
 use crate::training::{train_config, SessionOptions, TrainSession, RUN_STATE_FILE};
 use anyhow::{anyhow, Context, Result};
 use burn::prelude::Backend;
@@ -126,7 +125,8 @@ where
         // Training first: a resumed run serves the checkpoint's weights under its version.
         let loss = plugins.loss(HostServices::standalone())?;
         let mut tc = train_config(cfg, cfg.max_steps.max(1))?;
-        tc.use_reference = needs_reference(&plugins.loss_config());
+        let inputs = plugins.loss_inputs()?;
+        tc.use_reference = inputs.reference_logprobs;
         let save_dir = PathBuf::from(&cfg.save_dir);
         let mut resume = cfg.resume_from_checkpoint.clone();
         if resume.is_empty()
@@ -172,8 +172,10 @@ where
         let serving = Serving::build(cfg, files, version, Some(collect_tx), metrics.clone())?;
         let engine = serving.engine.clone();
 
-        // The reward plugin: the judge, and the policy as teacher (frozen: the starting model).
-        let teacher: Arc<dyn PolicyService> = if cfg.teacher == "frozen" {
+        // The reward plugin: the judge, and the policy as teacher (frozen: the starting model,
+        // kept only when the loss reads teacher log-probabilities).
+        let teacher: Arc<dyn PolicyService> = if cfg.teacher == "frozen" && inputs.teacher_logprobs
+        {
             // The starting model, never updated: its own engine (scoring only).
             Arc::new(PolicyEngine::start(
                 ModelFiles::<B>::load(&cfg.model_path, &load_options(cfg), &placement.serve)?,

@@ -6,7 +6,7 @@ use super::assign::{assign, Assignment};
 use super::{LossHandle, Registry, RewardHandle};
 use crate::config::{resolve, ConfigInputs, PluginConfigs, Resolved};
 use anyhow::{anyhow, bail, Result};
-use openclaw_plugin_api::{HostServices, PluginKind};
+use openclaw_plugin_api::{HostServices, LossInputs, PluginKind};
 
 /// The resolved configuration and the loaded plugins of a run.
 pub struct RunPlugins {
@@ -107,11 +107,29 @@ impl RunPlugins {
         LossHandle::new(p, &self.config_of(name), host)
     }
 
-    /// The loss plugin's resolved configuration.
-    pub fn loss_config(&self) -> String {
-        self.plugin_for(PluginKind::Loss)
-            .map(|n| self.config_of(n))
-            .unwrap_or_default()
+    /// What the run's loss reads besides the policy's and behaviour log-probabilities, as its
+    /// plugin states it. A library built against plugin API 1.0 cannot say; it gets every
+    /// input, so nothing it might read is missing.
+    pub fn loss_inputs(&self) -> Result<LossInputs> {
+        let name = self.required(PluginKind::Loss)?;
+        let p = self
+            .registry
+            .get(name)
+            .expect("assigned plugins are loaded");
+        match p.module().loss_inputs_fn() {
+            Some(f) => f(self.config_of(name).into())
+                .into_result()
+                .map_err(|e| anyhow!("plugin `{name}`: cannot state its loss inputs: {e}")),
+            None => {
+                tracing::info!(
+                    "plugin `{name}` (plugin API 1.0) does not state its loss inputs: computing reference and teacher log-probabilities"
+                );
+                Ok(LossInputs {
+                    reference_logprobs: true,
+                    teacher_logprobs: true,
+                })
+            }
+        }
     }
 
     /// Constructs the run's reward.

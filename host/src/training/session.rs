@@ -94,25 +94,6 @@ impl Checkpointer {
     }
 }
 
-/// Whether a loss configuration asks for a KL term: a positive `kl_coef` (or `kl_loss_coef`)
-/// at the top level or in a `[loss]` table. Only then is the reference model kept and run.
-pub fn needs_reference(loss_config_toml: &str) -> bool {
-    let Ok(t) = loss_config_toml.parse::<toml::Table>() else {
-        return false;
-    };
-    let positive = |t: &toml::Table| {
-        ["kl_coef", "kl_loss_coef"].iter().any(|k| {
-            t.get(*k)
-                .and_then(|v| v.as_float().or(v.as_integer().map(|i| i as f64)))
-                .is_some_and(|x| x > 0.0)
-        })
-    };
-    positive(&t)
-        || t.get("loss")
-            .and_then(|v| v.as_table())
-            .is_some_and(positive)
-}
-
 impl<B: Backend> TrainSession<B> {
     /// Starts from `opts.model_dir`, or resumes from `opts.resume` (`latest` looks in the save
     /// directory), on `device`. The reference model, when `config.use_reference` is on without
@@ -248,20 +229,5 @@ impl<B: Backend> TrainSession<B> {
     /// The model directory the session started from.
     pub fn model_dir(&self) -> &Path {
         &self.opts.model_dir
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_reference_runs_only_for_a_positive_kl_coefficient() {
-        assert!(!needs_reference(""));
-        assert!(!needs_reference("kl_coef = 0.0\neps_clip = 0.2"));
-        assert!(needs_reference("kl_coef = 0.02"));
-        assert!(needs_reference("kl_loss_coef = 1"));
-        assert!(!needs_reference("not toml ["));
-        assert!(needs_reference("[loss]\nkl_coef = 0.1"));
     }
 }

@@ -80,8 +80,19 @@ mod tests {
     }
 
     #[test]
+    fn the_library_states_that_only_a_kl_term_needs_the_reference() {
+        let inputs = super::__openclaw_plugin_root().loss_inputs_fn().unwrap();
+        let of = |config: &str| inputs(config.into()).into_result().unwrap();
+        assert!(!of(super::DEFAULT_CONFIG).reference_logprobs);
+        let with_kl = of("kl_coef = 0.05");
+        assert!(with_kl.reference_logprobs && !with_kl.teacher_logprobs);
+        let e = inputs("kl_coef = -1".into()).into_result().unwrap_err();
+        assert!(e.contains("kl_coef"), "{e}");
+    }
+
+    #[test]
     fn the_exported_constructor_builds_the_reward() {
-        use openclaw_plugin_api::judge::scripted::ScriptedJudge;
+        use openclaw_judging::scripted::ScriptedJudge;
         use openclaw_plugin_api::HostServices;
         use std::sync::Arc;
         let ctor = super::__openclaw_plugin_root().reward_ctor().unwrap();

@@ -3,7 +3,7 @@
 use crate::advantage::reward_advantages;
 use crate::config::BinaryRlConfig;
 use openclaw_plugin_api::surrogate::ClippedSurrogate;
-use openclaw_plugin_api::{HostServices, Loss, LossBatch, LossOutput, PluginResult};
+use openclaw_plugin_api::{HostServices, Loss, LossBatch, LossInputs, LossOutput, PluginResult};
 
 /// PPO-clip on per-sample reward advantages (or the batch's precomputed advantages).
 #[derive(Clone, Debug)]
@@ -32,6 +32,14 @@ impl BinaryRlLoss {
 }
 
 impl Loss for BinaryRlLoss {
+    fn inputs(config: &str) -> PluginResult<LossInputs> {
+        // The reference model only for a KL term.
+        Ok(LossInputs {
+            reference_logprobs: BinaryRlConfig::parse(config)?.kl_coef > 0.0,
+            teacher_logprobs: false,
+        })
+    }
+
     fn new(config: &str, _host: HostServices) -> PluginResult<Self> {
         Self::from_config(BinaryRlConfig::parse(config)?)
     }

@@ -1,13 +1,13 @@
 //! The binary RL reward: the judge's majority vote on a turn, read from its next state.
 
 use crate::config::BinaryRlRewardConfig;
-use openclaw_plugin_api::judge::{judge_input, prm_votes, unjudged_score, PrmVerdict};
+use openclaw_judging::{judge_input, prm_votes, unjudged_score, PrmVerdict};
 use openclaw_plugin_api::serde_json::json;
 use openclaw_plugin_api::{HostServices, Judge, PluginResult, Reward, Score, ScoreRequest};
 
 /// Scores a main turn +1 (the next state shows progress), -1 (a correction, a redo, an error
 /// the turn caused) or 0 (ambiguous) by the majority of `judge.votes` answers of the outcome
-/// judge ([`openclaw_plugin_api::judge::prm_judge_messages`]). A turn scored 0, or without a
+/// judge ([`openclaw_judging::prm_judge_messages`]). A turn scored 0, or without a
 /// next state, is not trainable; a turn without a next state is not sent to the judge at all.
 pub struct BinaryRlReward {
     config: BinaryRlRewardConfig,
@@ -63,7 +63,7 @@ impl Reward for BinaryRlReward {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use openclaw_plugin_api::judge::scripted::ScriptedJudge;
+    use openclaw_judging::scripted::ScriptedJudge;
     use openclaw_plugin_api::{JudgeSettings, Message, NextState, Turn, TurnType};
     use std::sync::Arc;
 

@@ -77,7 +77,7 @@ mod tests {
 
     #[test]
     fn the_exported_constructor_builds_the_reward() {
-        use openclaw_plugin_api::judge::scripted::{ScriptedJudge, ScriptedPolicy};
+        use openclaw_judging::scripted::{ScriptedJudge, ScriptedPolicy};
         use openclaw_plugin_api::HostServices;
         use std::sync::Arc;
         let ctor = super::__openclaw_plugin_root().reward_ctor().unwrap();

@@ -4,7 +4,9 @@ use crate::advantage::AdvantageParts;
 use crate::config::CombineConfig;
 use openclaw_plugin_api::math::SampleMean;
 use openclaw_plugin_api::surrogate::ClippedSurrogate;
-use openclaw_plugin_api::{HostServices, Loss, LossBatch, LossOutput, Metric, PluginResult};
+use openclaw_plugin_api::{
+    HostServices, Loss, LossBatch, LossInputs, LossOutput, Metric, PluginResult,
+};
 
 /// PPO-clip on `w_opd·(teacher_logp - old_logp) + w_rl·A_rl`.
 #[derive(Clone, Debug)]
@@ -33,6 +35,15 @@ impl CombineLoss {
 }
 
 impl Loss for CombineLoss {
+    fn inputs(config: &str) -> PluginResult<LossInputs> {
+        let c = CombineConfig::parse(config)?;
+        Ok(LossInputs {
+            reference_logprobs: c.kl_coef > 0.0,
+            // The distillation part reads the hinted teacher's log-probabilities.
+            teacher_logprobs: c.w_opd != 0.0,
+        })
+    }
+
     fn new(config: &str, _host: HostServices) -> PluginResult<Self> {
         Self::from_config(CombineConfig::parse(config)?)
     }

@@ -2,7 +2,7 @@
 //! the same turn, at the same time, merged into at most one sample.
 
 use crate::config::CombineRewardConfig;
-use openclaw_plugin_api::judge::{
+use openclaw_judging::{
     distill, judge_input, prm_votes, run_both, unjudged_score, Distillation, PrmVerdict,
 };
 use openclaw_plugin_api::serde_json::json;
@@ -116,7 +116,7 @@ impl Reward for CombineReward {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use openclaw_plugin_api::judge::scripted::{ScriptedJudge, ScriptedPolicy};
+    use openclaw_judging::scripted::{ScriptedJudge, ScriptedPolicy};
     use openclaw_plugin_api::serde_json::{self, Value};
     use openclaw_plugin_api::{JudgeRequest, JudgeSettings, Message, NextState, Turn, TurnType};
     use std::sync::Arc;

@@ -31,6 +31,13 @@ openclaw_plugin_api::export_plugin! {
 mod tests {
 
     #[test]
+    fn the_library_states_that_it_reads_teacher_logprobs() {
+        let inputs = super::__openclaw_plugin_root().loss_inputs_fn().unwrap();
+        let stated = inputs(super::DEFAULT_CONFIG.into()).into_result().unwrap();
+        assert!(stated.teacher_logprobs && !stated.reference_logprobs);
+    }
+
+    #[test]
     fn the_manifest_agrees_with_plugin_toml() {
         let m = super::__openclaw_plugin_manifest().unwrap();
         let kinds = openclaw_plugin_api::testing::assert_manifest_matches(
@@ -82,7 +89,7 @@ mod tests {
 
     #[test]
     fn the_exported_constructor_builds_the_reward() {
-        use openclaw_plugin_api::judge::scripted::{ScriptedJudge, ScriptedPolicy};
+        use openclaw_judging::scripted::{ScriptedJudge, ScriptedPolicy};
         use openclaw_plugin_api::HostServices;
         use std::sync::Arc;
         let ctor = super::__openclaw_plugin_root().reward_ctor().unwrap();

@@ -4,7 +4,7 @@ use crate::config::{Mode, OpdConfig};
 use crate::token::teacher_advantages;
 use crate::topk::topk_distillation;
 use openclaw_plugin_api::surrogate::ClippedSurrogate;
-use openclaw_plugin_api::{HostServices, Loss, LossBatch, LossOutput, PluginResult};
+use openclaw_plugin_api::{HostServices, Loss, LossBatch, LossInputs, LossOutput, PluginResult};
 
 /// On-policy distillation: token-level PPO-clip on teacher advantages, or top-k reverse KL.
 #[derive(Clone, Debug)]
@@ -33,6 +33,13 @@ impl OpdLoss {
 }
 
 impl Loss for OpdLoss {
+    fn inputs(config: &str) -> PluginResult<LossInputs> {
+        Ok(LossInputs {
+            reference_logprobs: OpdConfig::parse(config)?.kl_coef > 0.0,
+            teacher_logprobs: true,
+        })
+    }
+
     fn new(config: &str, _host: HostServices) -> PluginResult<Self> {
         Self::from_config(OpdConfig::parse(config)?)
     }

@@ -2,7 +2,7 @@
 //! turn's exact response tokens under the turn's prompt with that hint added.
 
 use crate::config::{Mode, OpdRewardConfig};
-use openclaw_plugin_api::judge::{
+use openclaw_judging::{
     distill, judge_input, prm_votes, run_both, unjudged_score, Distillation, PrmVerdict,
 };
 use openclaw_plugin_api::serde_json::json;
@@ -11,7 +11,7 @@ use openclaw_plugin_api::{
 };
 
 /// Distils hindsight into the policy. For each main turn with a next state, the hint judge
-/// ([`openclaw_plugin_api::judge::hint_judge_messages`]) votes `judge.votes` times on whether
+/// ([`openclaw_judging::hint_judge_messages`]) votes `judge.votes` times on whether
 /// the next state holds a hint that would have improved the response; the longest usable hint
 /// is appended to the turn's last user message, and the teacher (the host's teacher model, or
 /// the policy when there is none) scores the turn's exact response tokens under that prompt.
@@ -117,7 +117,7 @@ impl Reward for OpdReward {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use openclaw_plugin_api::judge::scripted::{ScriptedJudge, ScriptedPolicy};
+    use openclaw_judging::scripted::{ScriptedJudge, ScriptedPolicy};
     use openclaw_plugin_api::serde_json::{self, Value};
     use openclaw_plugin_api::{Message, NextState, Turn, TurnType};
     use std::sync::Arc;

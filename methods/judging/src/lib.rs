@@ -1,4 +1,6 @@
-//! Helpers for reward plugins that ask a judge model about a turn.
+//! Judge prompts, vote parsing and hint extraction for reward plugins that ask a judge model
+//! about a turn. A library the methods link (it exports no plugin); it lives apart from the
+//! ABI crate so that changing a prompt is not an ABI change.
 //!
 //! Two judges are built here, because several methods use them and one plugin library cannot
 //! link another (each exports the same root-module symbol):
@@ -14,11 +16,14 @@
 //! Parsing is lenient about spacing and strict about values: an answer that cannot be read is an
 //! invalid vote, never a guess.
 
-use crate::conversation::{Message, SamplingParams, TopKEntries, Turn, TurnType};
-use crate::host::{Judge, JudgeRequest, Policy, ScoreTokens, TokenScores};
-use crate::reward::{JudgeSettings, Score, ScoreRequest};
-use abi_stable::std_types::ROption;
-use serde_json::Value;
+#![warn(missing_docs)]
+
+use openclaw_plugin_api::abi_stable::std_types::ROption;
+use openclaw_plugin_api::host::{Judge, JudgeRequest, Policy, ScoreTokens, TokenScores};
+use openclaw_plugin_api::serde_json::{self, Value};
+use openclaw_plugin_api::{
+    JudgeSettings, Message, SamplingParams, Score, ScoreRequest, TopKEntries, Turn, TurnType,
+};
 
 /// The valid votes of the outcome judge.
 pub const PRM_VALUES: [i32; 3] = [1, -1, 0];
@@ -646,7 +651,7 @@ pub fn run_both<A: Send, B>(
         let a = handle.join().map_err(|p| {
             format!(
                 "a judge thread panicked: {}",
-                crate::ffi::panic_message(&*p)
+                openclaw_plugin_api::ffi::panic_message(&*p)
             )
         })?;
         Ok((a?, b?))
@@ -660,10 +665,11 @@ pub fn run_both<A: Send, B>(
 /// (feature `testing`).
 #[cfg(any(test, feature = "testing"))]
 pub mod scripted {
-    use crate::conversation::{Message, SamplingParams, TopKEntries};
-    use crate::host::{Generation, JudgeRequest, JudgeService, PolicyService, TokenScores};
-    use crate::ScoreTokens;
-    use abi_stable::std_types::ROption;
+    use openclaw_plugin_api::abi_stable::std_types::ROption;
+    use openclaw_plugin_api::host::{
+        Generation, JudgeRequest, JudgeService, PolicyService, TokenScores,
+    };
+    use openclaw_plugin_api::{Message, SamplingParams, ScoreTokens, TopKEntries};
     use std::sync::{Condvar, Mutex};
     use std::time::Duration;
 
@@ -838,8 +844,8 @@ pub mod scripted {
 mod tests {
     use super::scripted::{ScriptedJudge, ScriptedPolicy};
     use super::*;
-    use crate::conversation::NextState;
-    use crate::host::{Generation, HostServices};
+    use openclaw_plugin_api::host::{Generation, HostServices};
+    use openclaw_plugin_api::NextState;
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -1383,7 +1389,7 @@ mod tests {
 
         // A teacher that returns fixed log-probabilities and never a top-k.
         struct Fixed(Vec<f32>);
-        impl crate::host::PolicyService for Fixed {
+        impl openclaw_plugin_api::host::PolicyService for Fixed {
             fn generate(&self, _: &[u32], _: &SamplingParams) -> Result<Generation, String> {
                 Err("unused".into())
             }

@@ -13,7 +13,8 @@
 //! gets its next state from the first main request that arrives after it completes and extends
 //! it, or none if the session closes first.
 
-use crate::data::messages::content_text;
+use crate::data::messages::to_abi;
+use openclaw_chat::ChatMessage;
 use openclaw_plugin_api::{Message, NextState, TurnType};
 use serde_json::Value;
 use std::collections::hash_map::DefaultHasher;
@@ -92,37 +93,30 @@ pub struct SessionTracker {
 
 /// A message's identity for prefix matching: role, text and tool calls (name and arguments
 /// parsed, so re-serialised JSON still matches); reasoning is left out because clients drop it.
-fn message_key(m: &Value) -> u64 {
+fn message_key(m: &ChatMessage) -> u64 {
     let mut h = DefaultHasher::new();
-    let role = m.get("role").and_then(Value::as_str).unwrap_or("");
-    let role = if role == "developer" { "system" } else { role };
+    let role = if m.role == "developer" {
+        "system"
+    } else {
+        m.role.as_str()
+    };
     role.hash(&mut h);
-    content_text(m.get("content").unwrap_or(&Value::Null))
-        .unwrap_or_default()
-        .trim()
-        .hash(&mut h);
-    if let Some(calls) = m.get("tool_calls").and_then(Value::as_array) {
-        for c in calls {
-            let f = c.get("function").unwrap_or(c);
-            f.get("name")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .hash(&mut h);
-            let args = match f.get("arguments") {
-                Some(Value::String(s)) => {
-                    serde_json::from_str::<Value>(s).unwrap_or(Value::String(s.clone()))
-                }
-                Some(v) => v.clone(),
-                None => Value::Null,
-            };
-            args.to_string().hash(&mut h);
-        }
+    to_abi(m).content.as_str().trim().hash(&mut h);
+    for c in m.tool_calls.iter().flatten() {
+        c.function.name.hash(&mut h);
+        let args = match &c.function.arguments {
+            Value::String(s) => {
+                serde_json::from_str::<Value>(s).unwrap_or(Value::String(s.clone()))
+            }
+            v => v.clone(),
+        };
+        args.to_string().hash(&mut h);
     }
     h.finish()
 }
 
 /// Cumulative keys: `keys[k]` identifies `messages[..=k]`.
-fn prefix_keys(messages: &[Value]) -> Vec<u64> {
+fn prefix_keys(messages: &[ChatMessage]) -> Vec<u64> {
     let mut out = Vec::with_capacity(messages.len());
     let mut acc = 0xcbf29ce484222325u64;
     for m in messages {
@@ -136,14 +130,11 @@ fn prefix_keys(messages: &[Value]) -> Vec<u64> {
 }
 
 /// The next state made of the messages a request adds after a turn.
-pub fn next_state_of(added: &[Value]) -> Option<NextState> {
+pub fn next_state_of(added: &[ChatMessage]) -> Option<NextState> {
     if added.is_empty() {
         return None;
     }
-    let msgs: Vec<Message> = added
-        .iter()
-        .filter_map(|m| crate::data::messages::from_json(m, "user").ok())
-        .collect();
+    let msgs: Vec<Message> = added.iter().map(to_abi).collect();
     let role = if msgs.iter().any(|m| m.role.as_str() == "user") {
         "user"
     } else {
@@ -190,7 +181,7 @@ impl SessionTracker {
     pub fn on_request(
         &mut self,
         hints: &SessionHints,
-        messages: &[Value],
+        messages: &[ChatMessage],
         now: Instant,
     ) -> (Assignment, Vec<Closed>) {
         let turn_type = hints.turn_type.unwrap_or(self.opts.default_turn_type);
@@ -242,7 +233,7 @@ impl SessionTracker {
                     _ if messages.len() > span && hints.session_id.is_some() => span,
                     _ => messages
                         .iter()
-                        .rposition(|m| m.get("role").and_then(Value::as_str) == Some("assistant"))
+                        .rposition(|m| m.role == "assistant")
                         .map(|i| i + 1)
                         .unwrap_or(messages.len().saturating_sub(1)),
                 };
@@ -266,7 +257,13 @@ impl SessionTracker {
 
     /// Records a completed turn's reply, so the session's next request can be recognised and
     /// can supply the turn's next state.
-    pub fn on_response(&mut self, a: &Assignment, messages: &[Value], reply: &Value, now: Instant) {
+    pub fn on_response(
+        &mut self,
+        a: &Assignment,
+        messages: &[ChatMessage],
+        reply: &ChatMessage,
+        now: Instant,
+    ) {
         let Some(s) = self.sessions.get_mut(&a.session_id) else {
             return; // closed meanwhile
         };
@@ -330,6 +327,17 @@ mod tests {
         SessionHints::default()
     }
 
+    /// Messages as a request carries them (the server parses each once).
+    fn msgs(v: &[Value]) -> Vec<ChatMessage> {
+        v.iter()
+            .map(|m| serde_json::from_value(m.clone()).unwrap())
+            .collect()
+    }
+
+    fn msg(v: &Value) -> ChatMessage {
+        serde_json::from_value(v.clone()).unwrap()
+    }
+
     #[test]
     fn a_headerless_tool_calling_conversation_is_one_session_with_next_states() {
         let mut t = tracker(10);
@@ -337,13 +345,13 @@ mod tests {
         let sys = json!({"role": "system", "content": "You are an agent."});
         let user = json!({"role": "user", "content": [{"type": "text", "text": "list files"}]});
         let m1 = vec![sys.clone(), user.clone()];
-        let (a1, _) = t.on_request(&none(), &m1, now);
+        let (a1, _) = t.on_request(&none(), &msgs(&m1), now);
         assert!(a1.new_session && a1.turn_index == 0 && a1.next_state.is_none());
         // The model calls two tools; the client re-sends the call with arguments re-serialised.
         let reply1 = json!({"role": "assistant", "content": null, "tool_calls": [
             {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": {"path": "."}}},
             {"id": "c2", "type": "function", "function": {"name": "pwd", "arguments": {}}}]});
-        t.on_response(&a1, &m1, &reply1, now);
+        t.on_response(&a1, &msgs(&m1), &msg(&reply1), now);
         let resent = json!({"role": "assistant", "content": "", "tool_calls": [
             {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{\"path\": \".\"}"}},
             {"id": "c2", "type": "function", "function": {"name": "pwd", "arguments": "{}"}}]});
@@ -354,7 +362,7 @@ mod tests {
             json!({"role": "tool", "tool_call_id": "c1", "content": "a.txt b.txt"}),
             json!({"role": "tool", "tool_call_id": "c2", "content": "/home"}),
         ];
-        let (a2, _) = t.on_request(&none(), &m2, now);
+        let (a2, _) = t.on_request(&none(), &msgs(&m2), now);
         assert_eq!(a2.session_id, a1.session_id);
         assert_eq!(a2.turn_index, 1);
         let (turn, ns) = a2.next_state.clone().expect("next state of turn 0");
@@ -364,11 +372,11 @@ mod tests {
         assert!(ns.content.contains("a.txt b.txt") && ns.content.contains("/home"));
         // Then the user replies to the final answer.
         let reply2 = json!({"role": "assistant", "content": "There are two files."});
-        t.on_response(&a2, &m2, &reply2, now);
+        t.on_response(&a2, &msgs(&m2), &msg(&reply2), now);
         let mut m3 = m2.clone();
         m3.push(reply2);
         m3.push(json!({"role": "user", "content": "thanks!"}));
-        let (a3, _) = t.on_request(&none(), &m3, now);
+        let (a3, _) = t.on_request(&none(), &msgs(&m3), now);
         assert_eq!(a3.session_id, a1.session_id);
         let (turn, ns) = a3.next_state.unwrap();
         assert_eq!(
@@ -376,7 +384,11 @@ mod tests {
             (1, "user", "thanks!")
         );
         // An unrelated conversation is another session.
-        let (b, _) = t.on_request(&none(), &[json!({"role": "user", "content": "hello"})], now);
+        let (b, _) = t.on_request(
+            &none(),
+            &msgs(&[json!({"role": "user", "content": "hello"})]),
+            now,
+        );
         assert_ne!(b.session_id, a1.session_id);
     }
 
@@ -389,8 +401,13 @@ mod tests {
             ..Default::default()
         };
         let m1 = vec![json!({"role": "user", "content": "q"})];
-        let (a1, _) = t.on_request(&hints, &m1, now);
-        t.on_response(&a1, &m1, &json!({"role": "assistant", "content": "a"}), now);
+        let (a1, _) = t.on_request(&hints, &msgs(&m1), now);
+        t.on_response(
+            &a1,
+            &msgs(&m1),
+            &msg(&json!({"role": "assistant", "content": "a"})),
+            now,
+        );
         // A side call (heartbeat) in between gets a turn but is not a next state.
         let side = SessionHints {
             turn_type: Some(TurnType::Side),
@@ -398,7 +415,7 @@ mod tests {
         };
         let (s, _) = t.on_request(
             &side,
-            &[json!({"role": "user", "content": "heartbeat"})],
+            &msgs(&[json!({"role": "user", "content": "heartbeat"})]),
             now,
         );
         assert_eq!(
@@ -410,12 +427,17 @@ mod tests {
             json!({"role": "assistant", "content": "a"}),
             json!({"role": "user", "content": "no, redo it"}),
         ];
-        let (a2, _) = t.on_request(&hints, &m2, now);
+        let (a2, _) = t.on_request(&hints, &msgs(&m2), now);
         assert_eq!(
             a2.next_state.as_ref().unwrap().1.content.as_str(),
             "no, redo it"
         );
-        t.on_response(&a2, &m2, &json!({"role": "assistant", "content": "b"}), now);
+        t.on_response(
+            &a2,
+            &msgs(&m2),
+            &msg(&json!({"role": "assistant", "content": "b"})),
+            now,
+        );
         let closed = t.close("s1", "done").unwrap();
         assert_eq!(
             closed.open_turn,
@@ -434,19 +456,29 @@ mod tests {
             ..Default::default()
         };
         let m = vec![json!({"role": "user", "content": "q"})];
-        let (a1, _) = t.on_request(&hints, &m, now);
-        let (a2, _) = t.on_request(&hints, &m, now); // concurrent, a1 still generating
+        let (a1, _) = t.on_request(&hints, &msgs(&m), now);
+        let (a2, _) = t.on_request(&hints, &msgs(&m), now); // concurrent, a1 still generating
         assert_eq!((a1.turn_index, a2.turn_index), (0, 1));
         assert!(a2.next_state.is_none());
-        t.on_response(&a1, &m, &json!({"role": "assistant", "content": "x"}), now);
-        t.on_response(&a2, &m, &json!({"role": "assistant", "content": "y"}), now);
+        t.on_response(
+            &a1,
+            &msgs(&m),
+            &msg(&json!({"role": "assistant", "content": "x"})),
+            now,
+        );
+        t.on_response(
+            &a2,
+            &msgs(&m),
+            &msg(&json!({"role": "assistant", "content": "y"})),
+            now,
+        );
         // The next request follows turn 1, the later one: turn 0 stays without a next state.
         let m3 = vec![
             m[0].clone(),
             json!({"role": "assistant", "content": "y"}),
             json!({"role": "user", "content": "ok"}),
         ];
-        let (a3, _) = t.on_request(&hints, &m3, now);
+        let (a3, _) = t.on_request(&hints, &msgs(&m3), now);
         assert_eq!(a3.next_state.unwrap().0, 1);
     }
 
@@ -456,8 +488,13 @@ mod tests {
         let t0 = Instant::now();
         let req = |t: &mut SessionTracker, text: &str, at: Instant| {
             let m = vec![json!({"role": "user", "content": text})];
-            let (a, closed) = t.on_request(&none(), &m, at);
-            t.on_response(&a, &m, &json!({"role": "assistant", "content": "r"}), at);
+            let (a, closed) = t.on_request(&none(), &msgs(&m), at);
+            t.on_response(
+                &a,
+                &msgs(&m),
+                &msg(&json!({"role": "assistant", "content": "r"})),
+                at,
+            );
             (a, closed)
         };
         let (a, _) = req(&mut t, "one", t0);
@@ -482,7 +519,7 @@ mod tests {
             json!({"role": "assistant", "content": "r"}),
             json!({"role": "user", "content": "more"}),
         ];
-        let (again, _) = t.on_request(&none(), &m, t0 + Duration::from_secs(63));
+        let (again, _) = t.on_request(&none(), &msgs(&m), t0 + Duration::from_secs(63));
         assert!(again.new_session);
     }
 }

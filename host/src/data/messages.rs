@@ -1,8 +1,60 @@
-//! Converting between the ABI's `Message` and OpenAI message JSON.
+//! The host's one message type is the chat crate's [`ChatMessage`]: a request's messages are
+//! parsed into it once (by `serve::protocol`), rendered by the chat template, tracked by
+//! sessions, and converted to the ABI's [`Message`] once, where they cross to plugins or go to
+//! the buffer ([`to_abi`]); messages coming back from plugins convert with [`from_abi`].
+//! OpenAI JSON is read and written only at the edges (requests, trajectory files, exports).
 
 use abi_stable::std_types::ROption;
+use openclaw_chat::{ChatMessage, MessageContent, ToolCall};
 use openclaw_plugin_api::{Message, NextState};
 use serde_json::{json, Map, Value};
+
+/// A chat message as the ABI carries it: content as one string, tool calls as JSON text.
+pub fn to_abi(m: &ChatMessage) -> Message {
+    Message {
+        role: m.role.as_str().into(),
+        content: match &m.content {
+            // Parts are joined as the server normalises them (`content_text`).
+            Some(MessageContent::Parts(parts)) => parts
+                .iter()
+                .filter_map(|p| p.text.as_deref())
+                .collect::<Vec<_>>()
+                .join("\n")
+                .into(),
+            Some(MessageContent::Text(t)) => t.as_str().into(),
+            None => "".into(),
+        },
+        reasoning_content: m.reasoning_content.as_deref().map(Into::into).into(),
+        tool_calls_json: m
+            .tool_calls
+            .as_ref()
+            .map(|c| serde_json::to_string(c).unwrap_or_default().into())
+            .into(),
+        tool_call_id: m.tool_call_id.as_deref().map(Into::into).into(),
+        name: m.name.as_deref().map(Into::into).into(),
+    }
+}
+
+/// An ABI message as a chat message (tool calls parsed back; text that is not a list of
+/// calls is dropped with the calls, as a template could not render it).
+pub fn from_abi(m: &Message) -> ChatMessage {
+    let opt = |o: &ROption<abi_stable::std_types::RString>| -> Option<String> {
+        o.as_ref().into_option().map(|s| s.to_string())
+    };
+    ChatMessage {
+        role: m.role.to_string(),
+        content: Some(MessageContent::Text(m.content.to_string())),
+        reasoning_content: opt(&m.reasoning_content),
+        tool_calls: m
+            .tool_calls_json
+            .as_ref()
+            .into_option()
+            .and_then(|t| serde_json::from_str::<Vec<ToolCall>>(t).ok()),
+        tool_call_id: opt(&m.tool_call_id),
+        name: opt(&m.name),
+        extra: Map::new(),
+    }
+}
 
 /// An ABI message as OpenAI JSON (`tool_calls` parsed back into JSON).
 pub fn to_json(m: &Message) -> Value {

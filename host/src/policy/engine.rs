@@ -2,9 +2,9 @@
 //! thread, and the `Policy` service the plugins call.
 
 use super::scheduler::{Scheduler, SchedulerOptions};
-use crate::data::messages::to_json;
+use crate::data::messages::{from_abi, to_abi};
 use crate::metrics::Metrics;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use burn::prelude::Backend;
 use openclaw_chat::{
     ChatMessage, ChatTemplate, OutputParser, ParserOptions, RenderOptions, Tokenizer,
@@ -102,17 +102,12 @@ where
     /// Renders OpenAI messages (and tools) with the chat template and tokenizes the result.
     pub fn prompt(
         &self,
-        messages: &[Value],
+        messages: &[ChatMessage],
         tools: Option<&Value>,
         add_generation_prompt: bool,
     ) -> Result<Prompt> {
-        let msgs: Vec<ChatMessage> = messages
-            .iter()
-            .map(|m| serde_json::from_value(m.clone()))
-            .collect::<Result<_, _>>()
-            .context("a message does not fit the chat format")?;
         let text = self.template.render(
-            &msgs,
+            messages,
             tools,
             &RenderOptions {
                 add_generation_prompt,
@@ -157,9 +152,7 @@ fn sampling(p: &openclaw_plugin_api::SamplingParams) -> SamplingParams {
 }
 
 fn message_from(parsed: &openclaw_chat::ParsedMessage) -> Message {
-    let v = serde_json::to_value(parsed.to_chat_message()).unwrap_or(Value::Null);
-    crate::data::messages::from_json(&v, "assistant")
-        .unwrap_or_else(|_| Message::new("assistant", &parsed.content))
+    to_abi(&parsed.to_chat_message())
 }
 
 impl<B: Backend> PolicyEngine<B>
@@ -227,7 +220,7 @@ where
         tools_json: &str,
         params: &openclaw_plugin_api::SamplingParams,
     ) -> Result<AbiGeneration, String> {
-        let msgs: Vec<Value> = messages.iter().map(to_json).collect();
+        let msgs: Vec<ChatMessage> = messages.iter().map(from_abi).collect();
         let tools: Option<Value> = (!tools_json.trim().is_empty())
             .then(|| serde_json::from_str(tools_json))
             .transpose()
@@ -275,7 +268,7 @@ where
         tools_json: &str,
         add_generation_prompt: bool,
     ) -> Result<String, String> {
-        let msgs: Vec<Value> = messages.iter().map(to_json).collect();
+        let msgs: Vec<ChatMessage> = messages.iter().map(from_abi).collect();
         let tools: Option<Value> = (!tools_json.trim().is_empty())
             .then(|| serde_json::from_str(tools_json))
             .transpose()

@@ -5,6 +5,7 @@
 use crate::collect::SessionHints;
 use crate::data::messages::content_text;
 use axum::http::{HeaderMap, StatusCode};
+use openclaw_chat::ChatMessage;
 use openclaw_plugin_api::TurnType;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -137,8 +138,8 @@ pub struct StreamOptions {
 pub struct ChatRequest {
     /// The model id asked for.
     pub model: Option<String>,
-    /// The messages, content normalised to strings.
-    pub messages: Vec<Value>,
+    /// The messages, parsed once, content normalised to strings.
+    pub messages: Vec<ChatMessage>,
     /// Stream token by token.
     pub stream: bool,
     /// Stream options.
@@ -299,7 +300,9 @@ pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> 
         let content = content_text(m.get("content").unwrap_or(&Value::Null))
             .map_err(|e| ApiError::invalid(format!("messages[{i}].{e}"), Some("messages")))?;
         m.insert("content".into(), Value::String(content));
-        normalised.push(Value::Object(m));
+        let parsed: ChatMessage = serde_json::from_value(Value::Object(m))
+            .map_err(|e| ApiError::invalid(format!("messages[{i}]: {e}"), Some("messages")))?;
+        normalised.push(parsed);
     }
     let num = |o: &Map<String, Value>, k: &str| -> Result<Option<f64>, ApiError> {
         match get(o, k) {
@@ -520,7 +523,7 @@ mod tests {
         let r = parse(body.to_string().as_bytes(), &HeaderMap::new()).unwrap();
         assert!(r.stream && r.include_usage);
         assert_eq!(r.max_tokens, Some(1));
-        assert_eq!(r.messages[1]["content"], "session abc: list files");
+        assert_eq!(r.messages[1].text(), "session abc: list files");
         assert!(r.tools.is_some());
         assert_eq!(r.hints, SessionHints::default());
     }

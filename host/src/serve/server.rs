@@ -5,7 +5,7 @@
 use super::protocol::{self, ApiError, ChatRequest};
 use super::text::TextPipeline;
 use crate::collect::{Recorder, SessionTracker};
-use crate::data::messages::from_json;
+use crate::data::messages::to_abi;
 use crate::metrics::Metrics;
 use crate::policy::{GenEvent, PolicyEngine};
 use axum::body::Bytes;
@@ -343,13 +343,14 @@ fn record<B: Backend>(
     app: &App<B>,
     k: &Turnkeeper,
     g: &openclaw_engine::Generation,
-    reply: &Value,
+    parsed: &openclaw_chat::ParsedMessage,
 ) -> Result<(), ApiError>
 where
     Model<B>: Send + Sync,
 {
+    let reply = parsed.to_chat_message();
     if let Ok(mut t) = app.sessions.lock() {
-        t.on_response(&k.assignment, &k.request.messages, reply, Instant::now());
+        t.on_response(&k.assignment, &k.request.messages, &reply, Instant::now());
         if k.request.hints.done {
             if let Some(c) = t.close(&k.assignment.session_id, "done") {
                 drop(t);
@@ -362,13 +363,7 @@ where
     if !app.opts.record_turns {
         return Ok(());
     }
-    let prompt_messages = k
-        .request
-        .messages
-        .iter()
-        .map(|m| from_json(m, "user"))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(ApiError::internal)?;
+    let prompt_messages: Vec<_> = k.request.messages.iter().map(to_abi).collect();
     let turn = Turn {
         session_id: k.assignment.session_id.as_str().into(),
         turn_index: k.assignment.turn_index,
@@ -381,7 +376,7 @@ where
             .map(|t| t.to_string())
             .unwrap_or_default()
             .into(),
-        response: from_json(reply, "assistant").map_err(ApiError::internal)?,
+        response: to_abi(&reply),
         prompt_ids: k.prompt_ids.clone().into(),
         response_ids: g.token_ids.clone().into(),
         response_logprobs: g.logprobs.clone().into(),
@@ -426,8 +421,8 @@ where
             GenEvent::Done(g) => {
                 pipeline.finish();
                 let m = pipeline.message().clone();
+                record(&app, &k, &g, &m)?;
                 let reply = assistant_json(&m);
-                record(&app, &k, &g, &reply)?;
                 app.metrics
                     .request_seconds
                     .observe(started.elapsed().as_secs_f64());
@@ -518,9 +513,8 @@ async fn stream_task<B: Backend>(
                     open = open && send(chunk(&app, &k, d, None)).await;
                 }
                 let m = pipeline.message().clone();
-                let reply = assistant_json(&m);
                 // Durable before the client sees the end of the turn.
-                if let Err(e) = record(&app, &k, &g, &reply) {
+                if let Err(e) = record(&app, &k, &g, &m) {
                     let _ = send(Event::default().data(e.body().to_string())).await;
                     break;
                 }

@@ -92,8 +92,11 @@ fn on_cuda<W: OnBackend>(
     _choices: [(&'static str, DeviceChoice); 3],
     _work: W,
 ) -> Result<W::Output> {
-    // `DeviceChoice::parse` refuses GPU lists in a build without CUDA, naming the setting.
-    unreachable!("GPU lists are refused when the cuda feature is off")
+    // The engine's parser refuses GPU lists when its own `cuda` feature is off; this arm is
+    // reached only when the engine has CUDA and the host was built without its feature.
+    anyhow::bail!(
+        "a GPU list is set (ROLLOUT_GPUS, TRAIN_GPUS or PRM_GPUS) but openclaw-host was built without its `cuda` feature; rebuild with `--features cuda` or leave them empty"
+    )
 }
 
 #[cfg(feature = "cuda")]

@@ -223,17 +223,45 @@ pub struct LossInputs {
     pub teacher_logprobs: bool,
 }
 
+impl LossInputs {
+    /// What a loss that does not state its inputs gets (the default of [`Loss::inputs`], and
+    /// what a host gives a library built against API 1.0): reference log-probabilities when its
+    /// configuration has a positive `kl_coef` or `kl_loss_coef` (at the top level or in a
+    /// `[loss]` table), and a teacher, as hosts before 1.1 always kept one. A loss that knows
+    /// better says so by implementing [`Loss::inputs`].
+    pub fn by_convention(config: &str) -> LossInputs {
+        let positive = |t: &toml::Table| {
+            ["kl_coef", "kl_loss_coef"].iter().any(|k| {
+                t.get(*k)
+                    .and_then(|v| v.as_float().or(v.as_integer().map(|i| i as f64)))
+                    .is_some_and(|x| x > 0.0)
+            })
+        };
+        let reference = config.parse::<toml::Table>().is_ok_and(|t| {
+            positive(&t)
+                || t.get("loss")
+                    .and_then(|v| v.as_table())
+                    .is_some_and(positive)
+        });
+        LossInputs {
+            reference_logprobs: reference,
+            teacher_logprobs: true,
+        }
+    }
+}
+
 /// A loss function, written in plain Rust. Implement it and export it with
 /// [`export_plugin!`](crate::export_plugin).
 pub trait Loss: Send + Sync + 'static {
     /// The inputs this loss reads under `config` (the same TOML text [`Loss::new`] gets).
-    /// Called before construction, without side effects. The default reads nothing extra.
+    /// Called before construction, without side effects. The default is
+    /// [`LossInputs::by_convention`]; state exactly what the loss reads to spare the host a
+    /// model copy it does not need.
     fn inputs(config: &str) -> crate::PluginResult<LossInputs>
     where
         Self: Sized,
     {
-        let _ = config;
-        Ok(LossInputs::default())
+        Ok(LossInputs::by_convention(config))
     }
 
     /// Builds the loss from its configuration (the plugin's default config merged with the
@@ -250,6 +278,17 @@ pub trait Loss: Send + Sync + 'static {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_loss_that_does_not_state_its_inputs_gets_the_convention() {
+        let none = LossInputs::by_convention("");
+        assert!(!none.reference_logprobs && none.teacher_logprobs);
+        assert!(!LossInputs::by_convention("kl_coef = 0.0\neps_clip = 0.2").reference_logprobs);
+        assert!(LossInputs::by_convention("kl_coef = 0.02").reference_logprobs);
+        assert!(LossInputs::by_convention("kl_loss_coef = 1").reference_logprobs);
+        assert!(!LossInputs::by_convention("not toml [").reference_logprobs);
+        assert!(LossInputs::by_convention("[loss]\nkl_coef = 0.1").reference_logprobs);
+    }
 
     fn batch(lens: &[u32]) -> LossBatch {
         let mut offsets = vec![0u32];

@@ -27,8 +27,6 @@ pub struct MyLoss {
 }
 
 impl Loss for MyLoss {
-    // Called once when the host loads the plugin. `_host` offers logging, the policy, the
-    // teacher and the judge; a loss needs none of them.
     // Says which inputs the host must compute: here the reference log-probabilities, only when
     // the KL penalty is on (the reference model is a second copy of the weights).
     fn inputs(config: &str) -> PluginResult<LossInputs> {
@@ -38,6 +36,8 @@ impl Loss for MyLoss {
         })
     }
 
+    // Called once when the host loads the plugin. `_host` offers logging, the policy, the
+    // teacher and the judge; a loss needs none of them.
     fn new(config: &str, _host: HostServices) -> PluginResult<Self> {
         Ok(MyLoss {
             config: MyConfig::parse(config)?,

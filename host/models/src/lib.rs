@@ -1,8 +1,9 @@
 //! What a `--model-path` names, and loading it.
 //!
 //! Every command that takes a model (`serve`, `run`, `generate`, `chat`, `eval`, `export`,
-//! `train`, the judge and teacher models) goes through [`resolve`] and [`ModelFiles::load`], so
-//! they accept the same things:
+//! `train`, the judge and teacher models) goes through [`resolve`] and then
+//! [`ModelFiles::load`] (or [`load::load_weights`] where only the weights are needed: the
+//! trainer's start and reference, export), so they accept the same things:
 //!
 //! - a Hugging Face directory (`config.json`, safetensors, `tokenizer.json`);
 //! - a checkpoint directory (`checkpoint-<step>/`, complete), LoRA adapters merged in;

@@ -19,10 +19,14 @@ pub struct LoadOptions {
 }
 
 impl Default for LoadOptions {
-    /// `latest` in `./checkpoints` (the run's default `--save-dir`), the model's own tokenizer.
+    /// `latest` in `CKPT_SAVE_DIR` when set, else `./checkpoints` (the run's default
+    /// `--save-dir`); the model's own tokenizer.
     fn default() -> Self {
         LoadOptions {
-            save_dir: PathBuf::from("checkpoints"),
+            save_dir: std::env::var_os("CKPT_SAVE_DIR")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("checkpoints")),
             tokenizer: None,
         }
     }

@@ -176,7 +176,8 @@ pub enum Command {
     },
     /// Write a checkpoint as a standard Hugging Face model directory (LoRA merged).
     Export {
-        /// A checkpoint directory, or `latest` (in --save-dir).
+        /// Anything --model-path takes: a checkpoint, a save directory or its
+        /// `checkpoint-latest`, `latest` (in --save-dir), a model directory or a GGUF file.
         #[arg(long)]
         checkpoint: String,
         /// Where `latest` is looked up.

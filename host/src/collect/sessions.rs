@@ -13,7 +13,7 @@
 //! gets its next state from the first main request that arrives after it completes and extends
 //! it, or none if the session closes first.
 
-use crate::data::messages::to_abi;
+use crate::data::messages::{content_of, to_abi};
 use openclaw_chat::ChatMessage;
 use openclaw_plugin_api::{Message, NextState, TurnType};
 use serde_json::Value;
@@ -101,7 +101,7 @@ fn message_key(m: &ChatMessage) -> u64 {
         m.role.as_str()
     };
     role.hash(&mut h);
-    to_abi(m).content.as_str().trim().hash(&mut h);
+    content_of(m).trim().hash(&mut h);
     for c in m.tool_calls.iter().flatten() {
         c.function.name.hash(&mut h);
         let args = match &c.function.arguments {

@@ -130,7 +130,7 @@ pub const NOT_YET: &[(&str, &str)] = &[
     ),
     (
         "offload_optimizer_state",
-        "moves optimizer moments out of GPU memory; training runs on the CPU in this build, so there is nothing to offload",
+        "moving optimizer moments out of the training device's memory is not built yet (they stay beside the weights)",
     ),
 ];
 
@@ -302,14 +302,17 @@ mod tests {
         }
     }
 
-    /// Whether `text` reads the field `key` (`.key` not followed by more of an identifier).
+    /// Whether `text` reads the field `key` of a run configuration: `cfg.key`, `config.key` or
+    /// `c.key` (the names the host gives a `RunConfig`), not followed by more of an identifier.
     fn reads(text: &str, key: &str) -> bool {
-        let pat = format!(".{key}");
-        text.match_indices(&pat).any(|(i, _)| {
-            !text[i + pat.len()..]
-                .chars()
-                .next()
-                .is_some_and(|c| c.is_alphanumeric() || c == '_')
+        ["cfg", "config", "c"].iter().any(|recv| {
+            let pat = format!("{recv}.{key}");
+            text.match_indices(&pat).any(|(i, _)| {
+                let before = text[..i].chars().next_back();
+                let after = text[i + pat.len()..].chars().next();
+                let ident = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+                !ident(before) && !ident(after)
+            })
         })
     }
 

@@ -9,21 +9,25 @@ use openclaw_chat::{ChatMessage, MessageContent, ToolCall};
 use openclaw_plugin_api::{Message, NextState};
 use serde_json::{json, Map, Value};
 
+/// A message's content as one string: text parts joined as the server normalises them
+/// ([`content_text`]), `""` when absent.
+pub fn content_of(m: &ChatMessage) -> String {
+    match &m.content {
+        Some(MessageContent::Parts(parts)) => parts
+            .iter()
+            .filter_map(|p| p.text.as_deref())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Some(MessageContent::Text(t)) => t.clone(),
+        None => String::new(),
+    }
+}
+
 /// A chat message as the ABI carries it: content as one string, tool calls as JSON text.
 pub fn to_abi(m: &ChatMessage) -> Message {
     Message {
         role: m.role.as_str().into(),
-        content: match &m.content {
-            // Parts are joined as the server normalises them (`content_text`).
-            Some(MessageContent::Parts(parts)) => parts
-                .iter()
-                .filter_map(|p| p.text.as_deref())
-                .collect::<Vec<_>>()
-                .join("\n")
-                .into(),
-            Some(MessageContent::Text(t)) => t.as_str().into(),
-            None => "".into(),
-        },
+        content: content_of(m).into(),
         reasoning_content: m.reasoning_content.as_deref().map(Into::into).into(),
         tool_calls_json: m
             .tool_calls

@@ -7,7 +7,7 @@ use crate::policy::{ModelFiles, PolicyEngine, SchedulerOptions};
 use anyhow::{Context, Result};
 use burn::prelude::Backend;
 use openclaw_chat::Tokenizer;
-use openclaw_engine::{classify, load_model, Model};
+use openclaw_engine::{classify, Model};
 use openclaw_plugin_api::host::{JudgeService, PolicyService};
 use openclaw_plugin_api::JudgeRequest;
 use std::path::Path;
@@ -56,7 +56,7 @@ where
                     &openclaw_models::LoadOptions::default().save_dir,
                 )?;
                 let d = source.path();
-                let model = load_model::<B>(d, device)
+                let model = openclaw_models::load::load_weights::<B>(&source, device)
                     .with_context(|| format!("cannot load the reward model {}", d.display()))?;
                 if model.score.is_none() {
                     anyhow::bail!(

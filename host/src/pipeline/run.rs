@@ -283,9 +283,17 @@ where
     /// Starts every loop and listens on the configured address; `on_step` runs on the training
     /// thread after each step. Returns once the server listens.
     pub fn start(self, on_step: impl FnMut(&StepEvent) + Send + 'static) -> Result<PipelineHandle> {
+        // Listen first: a port in use fails here, before any thread starts.
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let listener = rt.block_on(bind(&self.cfg.host, self.cfg.port))?;
+        let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let mut producers = Vec::new();
         let mut trainer = None;
+        let mut pool = None;
         if let Some(t) = self.training {
             for p in t.producers {
                 let sinks = t.sinks.clone();
@@ -296,6 +304,7 @@ where
                         .spawn(move || p.run(sinks, stop))?,
                 );
             }
+            pool = Some(t.sinks.judge.clone());
             let train_stop = stop.clone();
             let (train_loop, rx) = (t.train_loop, t.samples);
             trainer = Some(std::thread::Builder::new().name("train".into()).spawn(
@@ -308,17 +317,14 @@ where
                 },
             )?);
         }
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()?;
-        let listener = rt.block_on(bind(&self.cfg.host, self.cfg.port))?;
-        let addr = listener.local_addr()?;
         let watch = stop.clone();
         let server = rt.spawn(serve_on(listener, self.serving.app.clone(), async move {
+            // One signal listener for the whole run, so no signal falls between two polls.
+            let signal = interrupted();
+            tokio::pin!(signal);
             loop {
                 tokio::select! {
-                    _ = interrupted() => break,
+                    _ = &mut signal => break,
                     _ = tokio::time::sleep(Duration::from_millis(100)) => {
                         if watch.load(Ordering::SeqCst) {
                             break;
@@ -335,6 +341,7 @@ where
             server: Some(server),
             trainer,
             producers,
+            pool,
         })
     }
 }
@@ -348,6 +355,7 @@ pub struct PipelineHandle {
     server: Option<tokio::task::JoinHandle<Result<()>>>,
     trainer: Option<JoinHandle<Result<TrainSummary>>>,
     producers: Vec<JoinHandle<Result<()>>>,
+    pool: Option<Arc<JudgePool>>,
 }
 
 impl PipelineHandle {
@@ -391,18 +399,21 @@ impl PipelineHandle {
     }
 
     /// Stops every loop and waits for them: training saves its final checkpoint, the server
-    /// drains, producers end. Returns how training ended (none for serving alone).
+    /// drains, producers end, the judge workers finish their calls. Returns how training ended
+    /// (none for serving alone); a training error is returned after everything has stopped.
     pub fn shutdown(mut self) -> Result<Option<TrainSummary>> {
         self.stop();
-        let trained = match self.trainer.take() {
-            Some(t) => Some(t.join().map_err(|_| anyhow!("training panicked"))??),
-            None => None,
-        };
-        if let Some(server) = self.server.take() {
+        let trained = self.trainer.take().map(|t| {
+            t.join()
+                .map_err(|_| anyhow!("training panicked"))
+                .and_then(|r| r)
+        });
+        let served = self.server.take().map(|server| {
             self.rt
                 .block_on(server)
-                .map_err(|e| anyhow!("the server task failed: {e}"))??;
-        }
+                .map_err(|e| anyhow!("the server task failed: {e}"))
+                .and_then(|r| r)
+        });
         for p in self.producers.drain(..) {
             let name = p.thread().name().unwrap_or("producer").to_string();
             match p.join() {
@@ -411,6 +422,24 @@ impl PipelineHandle {
                 Err(_) => tracing::error!("{name} panicked"),
             }
         }
-        Ok(trained)
+        // The producers are gone, so this handle holds the pool's last reference: closing it
+        // lets the judge workers finish and stop before the buffer is left to a next run.
+        if let Some(pool) = self.pool.take() {
+            match Arc::try_unwrap(pool) {
+                Ok(pool) => pool.close(),
+                Err(_) => tracing::warn!("the judge pool is still shared; its workers end with it"),
+            }
+        }
+        if let Some(r) = served {
+            r?;
+        }
+        trained.transpose()
+    }
+}
+
+impl Drop for PipelineHandle {
+    /// A handle dropped without [`PipelineHandle::shutdown`] still stops the loops.
+    fn drop(&mut self) {
+        self.stop();
     }
 }

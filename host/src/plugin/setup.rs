@@ -108,8 +108,8 @@ impl RunPlugins {
     }
 
     /// What the run's loss reads besides the policy's and behaviour log-probabilities, as its
-    /// plugin states it. A library built against plugin API 1.0 cannot say; it gets every
-    /// input, so nothing it might read is missing.
+    /// plugin states it. A library built against plugin API 1.0 cannot say; it gets
+    /// [`LossInputs::by_convention`], what hosts before 1.1 gave every loss.
     pub fn loss_inputs(&self) -> Result<LossInputs> {
         let name = self.required(PluginKind::Loss)?;
         let p = self
@@ -121,13 +121,11 @@ impl RunPlugins {
                 .into_result()
                 .map_err(|e| anyhow!("plugin `{name}`: cannot state its loss inputs: {e}")),
             None => {
+                let config = self.config_of(name);
                 tracing::info!(
-                    "plugin `{name}` (plugin API 1.0) does not state its loss inputs: computing reference and teacher log-probabilities"
+                    "plugin `{name}` (plugin API 1.0) does not state its loss inputs: the convention applies (a reference for a positive kl_coef, a frozen teacher)"
                 );
-                Ok(LossInputs {
-                    reference_logprobs: true,
-                    teacher_logprobs: true,
-                })
+                Ok(LossInputs::by_convention(&config))
             }
         }
     }

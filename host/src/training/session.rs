@@ -100,32 +100,62 @@ impl<B: Backend> TrainSession<B> {
     /// LoRA, is the model directory's weights (the run's starting point), also after a resume.
     pub fn start(config: TrainConfig, opts: SessionOptions, device: &B::Device) -> Result<Self> {
         let mut opts = opts;
-        // Any `--model-path` spelling (a save directory, `checkpoint-latest`, ...) to its weights.
-        let save_dir = opts
-            .save_dir
-            .clone()
-            .unwrap_or_else(|| "checkpoints".into());
-        let source = openclaw_models::resolve(&opts.model_dir.to_string_lossy(), &save_dir)?;
-        opts.model_dir = source.path().to_path_buf();
-        let tokenizer_files = match openclaw_models::tokenizer_files(&source, None) {
-            Ok(files) => files
-                .into_iter()
-                .map(|(name, contents)| ExtraFile { name, contents })
-                .collect(),
-            Err(e) => {
-                tracing::warn!("checkpoints will carry no tokenizer files: {e:#}");
-                Vec::new()
-            }
-        };
+        let mut config = config;
         // `latest` with nothing saved yet is a fresh start (launch scripts pass it always).
         let nothing_saved = opts.resume == "latest"
             && opts
                 .save_dir
                 .as_deref()
                 .is_none_or(|d| openclaw_train::list_checkpoints(d).map_or(true, |c| c.is_empty()));
-        let (mut trainer, resumed_from, run_state) = if opts.resume.is_empty() || nothing_saved {
-            let t = Trainer::<Autodiff<B>>::from_pretrained(&opts.model_dir, config, device)?;
-            (t, None, None)
+        let fresh = opts.resume.is_empty() || nothing_saved;
+        // Any `--model-path` spelling (a save directory, `checkpoint-latest`, ...) to its weights.
+        // A resumed run needs the starting model only for its reference and tokenizer files, so
+        // a base model that has moved since is a warning there, not an error.
+        let save_dir = opts
+            .save_dir
+            .clone()
+            .unwrap_or_else(|| "checkpoints".into());
+        let source = match openclaw_models::resolve(&opts.model_dir.to_string_lossy(), &save_dir) {
+            Ok(s) => Some(s),
+            Err(e) if !fresh => {
+                tracing::warn!("the starting model is not readable ({e:#}); resuming without it");
+                None
+            }
+            Err(e) => return Err(e),
+        };
+        if let Some(s) = &source {
+            // Checkpoints and adapters name the model itself, not a moving `latest`.
+            if config.base_model == opts.model_dir.to_string_lossy() {
+                config.base_model = s.path().display().to_string();
+            }
+            opts.model_dir = s.path().to_path_buf();
+        }
+        let tokenizer_files = match source
+            .as_ref()
+            .map(|s| openclaw_models::tokenizer_files(s, None))
+        {
+            Some(Ok(files)) => files
+                .into_iter()
+                .map(|(name, contents)| ExtraFile { name, contents })
+                .collect(),
+            Some(Err(e)) => {
+                tracing::warn!("checkpoints will carry no tokenizer files: {e:#}");
+                Vec::new()
+            }
+            None => Vec::new(),
+        };
+        let (mut trainer, resumed_from, run_state) = if fresh {
+            let source = source.as_ref().expect("a fresh start has its model");
+            // Through the one loader: a LoRA checkpoint given as the model starts merged, as
+            // serving and the teacher see it.
+            let model = openclaw_models::load::load_weights::<Autodiff<B>>(source, device)
+                .with_context(|| {
+                    format!(
+                        "cannot load the model to train from {}",
+                        source.path().display()
+                    )
+                })?;
+            (Trainer::<Autodiff<B>>::new(model, config)?, None, None)
         } else {
             if opts.resume == "latest" && opts.save_dir.is_none() {
                 bail!("--resume-from-checkpoint latest needs --save-dir to look in");
@@ -138,11 +168,14 @@ impl<B: Backend> TrainSession<B> {
             (t, Some(dir), state)
         };
         if trainer.config().use_reference && trainer.config().lora.is_none() {
-            let reference = openclaw_engine::load_model::<B>(&opts.model_dir, device)
-                .with_context(|| {
+            let source = source
+                .as_ref()
+                .context("the loss reads reference log-probabilities, but the starting model (the reference) cannot be read")?;
+            let reference =
+                openclaw_models::load::load_weights::<B>(source, device).with_context(|| {
                     format!(
                         "cannot load the reference model {}",
-                        opts.model_dir.display()
+                        source.path().display()
                     )
                 })?;
             trainer.set_reference(reference);

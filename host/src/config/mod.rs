@@ -225,15 +225,8 @@ const RULES: &[Rule] = &[
         (!(0.0..1.0).contains(&c.lora_dropout)).then(|| "must be in [0, 1)".into())
     }),
     ("lora_target_modules", |c| {
-        const KNOWN: [&str; 7] = [
-            "q_proj",
-            "k_proj",
-            "v_proj",
-            "o_proj",
-            "gate_proj",
-            "up_proj",
-            "down_proj",
-        ];
+        // The engine's list of the projections adapters can go on.
+        const KNOWN: [&str; 7] = openclaw_engine::lora::TARGET_MODULES;
         c.lora_target_modules
             .split(',')
             .map(str::trim)

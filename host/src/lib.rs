@@ -1,7 +1,9 @@
-//! The `openclaw-host` library: configuration, the plugin registry and the command line.
+//! The `openclaw-host` library: the run as a library (`pipeline`: serving, producers, judging,
+//! training), the loops' parts, configuration, plugins, the backend choice and the command line.
+//! ARCHITECTURE.md at the repository root has the code map and the invariants.
 //!
-//! Arrows point down: the command line uses configuration and plugins; plugins know nothing
-//! of the command line.
+//! Arrows point down: the command line uses the pipeline, configuration and plugins; plugins
+//! know nothing of the host.
 
 pub mod backend;
 pub mod buffer;

@@ -11,13 +11,9 @@ use std::path::Path;
 /// A model ready to sample from, with the text side it was trained with.
 pub type EvalModel = ModelFiles<CpuBackend>;
 
-/// Loads `model_path` for evaluation; `latest` is the newest checkpoint in `save_dir`, and
-/// `tokenizer` (`--tokenizer`) supplies the text side a checkpoint lacks.
-pub fn load_from(model_path: &str, save_dir: &Path, tokenizer: Option<&Path>) -> Result<EvalModel> {
-    load_on::<CpuBackend>(model_path, save_dir, tokenizer, &Default::default())
-}
-
-/// [`load_from`] on backend `B`, on `device`.
+/// Loads `model_path` for evaluation on backend `B`, on `device`; `latest` is the newest
+/// checkpoint in `save_dir`, and `tokenizer` (`--tokenizer`) supplies the text side a
+/// checkpoint lacks.
 pub fn load_on<B: Backend>(
     model_path: &str,
     save_dir: &Path,
@@ -31,12 +27,14 @@ pub fn load_on<B: Backend>(
     ModelFiles::load(model_path, &opts, device)
 }
 
-/// Loads `model_path` (see [`load_from`]; `latest` looks in `./checkpoints`).
+/// Loads `model_path` on the CPU (see [`load_on`]; `latest` looks in `CKPT_SAVE_DIR`, else
+/// `./checkpoints`).
 pub fn load(model_path: &Path, tokenizer: Option<&Path>) -> Result<EvalModel> {
-    load_from(
+    load_on::<CpuBackend>(
         &model_path.to_string_lossy(),
         &LoadOptions::default().save_dir,
         tokenizer,
+        &Default::default(),
     )
 }
 

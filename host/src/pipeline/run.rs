@@ -275,11 +275,6 @@ where
         })
     }
 
-    /// The run's metrics (what `/metrics` shows).
-    pub fn metrics(&self) -> &Arc<Metrics> {
-        &self.metrics
-    }
-
     /// Starts every loop and listens on the configured address; `on_step` runs on the training
     /// thread after each step. Returns once the server listens.
     pub fn start(self, on_step: impl FnMut(&StepEvent) + Send + 'static) -> Result<PipelineHandle> {

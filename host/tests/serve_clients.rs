@@ -271,3 +271,136 @@ fn bad_requests_get_the_right_answers_and_the_server_keeps_serving() {
     assert!(r.contains("openclaw_requests_total"), "{r}");
     assert!(r.contains("openclaw_ttft_seconds"), "{r}");
 }
+
+/// Reads an SSE body into the concatenated content and the last finish reason.
+fn read_stream(body: &str) -> (String, String) {
+    let mut content = String::new();
+    let mut finish = String::new();
+    for line in body.lines() {
+        let Some(data) = line.strip_prefix("data: ") else {
+            continue;
+        };
+        if data == "[DONE]" {
+            break;
+        }
+        let v: Value = serde_json::from_str(data).unwrap();
+        let choice = &v["choices"][0];
+        if let Some(t) = choice["delta"]["content"].as_str() {
+            content.push_str(t);
+        }
+        if let Some(f) = choice["finish_reason"].as_str() {
+            finish = f.to_string();
+        }
+    }
+    (content, finish)
+}
+
+/// The plain words of a reply (a random model also writes stray bytes).
+fn words(text: &str) -> Vec<&str> {
+    text.split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|w| w.len() >= 3)
+        .collect()
+}
+
+#[test]
+fn a_stop_string_ends_the_reply_before_it_streamed_or_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let server = start(&model, &tmp.path().join("rl_buffer"), &[]);
+    // Sampling with a fixed seed repeats itself exactly (greedy decoding of a random model
+    // repeats one byte token).
+    let ask = |seed: u64, stop: Option<&str>, stream: bool| -> String {
+        let mut body = serde_json::json!({
+            "messages": [{"role": "user", "content": "Describe the owl."}],
+            "max_tokens": 40, "temperature": 1, "seed": seed, "stream": stream,
+        });
+        if let Some(s) = stop {
+            body["stop"] = serde_json::json!([s]);
+        }
+        ureq::post(&format!("{}/v1/chat/completions", server.url))
+            .send_json(&body)
+            .unwrap()
+            .into_body()
+            .read_to_string()
+            .unwrap()
+    };
+    // A seed for which the model says a few words when nothing stops it.
+    let (seed, full, text) = (0..20)
+        .find_map(|seed| {
+            let full: Value = serde_json::from_str(&ask(seed, None, false)).unwrap();
+            let text = full["choices"][0]["message"]["content"]
+                .as_str()?
+                .to_string();
+            (words(&text).len() >= 4).then_some((seed, full, text))
+        })
+        .expect("the tiny model says a few words for some seed");
+    // A stop string from the second half of that reply.
+    let words = words(&text);
+    let stop = words[words.len() / 2];
+    let before = &text[..text.find(stop).unwrap()];
+
+    let cut: Value = serde_json::from_str(&ask(seed, Some(stop), false)).unwrap();
+    let shown = cut["choices"][0]["message"]["content"].as_str().unwrap();
+    assert_eq!(
+        shown.trim_end(),
+        before.trim_end(),
+        "stop {stop:?} in {text:?}"
+    );
+    assert!(!shown.contains(stop), "{shown:?}");
+    assert_eq!(cut["choices"][0]["finish_reason"], "stop");
+    assert!(
+        cut["usage"]["completion_tokens"].as_u64() < full["usage"]["completion_tokens"].as_u64(),
+        "generation ended at the stop string: {cut}"
+    );
+
+    let (streamed, finish) = read_stream(&ask(seed, Some(stop), true));
+    assert_eq!(
+        streamed.trim_end(),
+        before.trim_end(),
+        "stop {stop:?} in {text:?}"
+    );
+    assert_eq!(finish, "stop");
+}
+
+#[test]
+fn a_stop_string_ends_what_plugins_generate_too() {
+    use openclaw_host::backend::Cpu;
+    use openclaw_host::metrics::Metrics;
+    use openclaw_host::policy::{ModelFiles, PolicyEngine, SchedulerOptions};
+    use openclaw_plugin_api::host::PolicyService;
+    use openclaw_plugin_api::{Message, SamplingParams};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let files = ModelFiles::<Cpu>::load_path(&model, &Default::default()).unwrap();
+    let opts = SchedulerOptions {
+        max_batch: 4,
+        max_inflight: 8,
+    };
+    let engine = PolicyEngine::start(files, 0, opts, std::sync::Arc::new(Metrics::new()));
+    let user = [Message::new("user", "Describe the owl.")];
+    let chat = |seed: u64, stop: Option<&str>| {
+        let params = SamplingParams {
+            max_tokens: 40,
+            seed: abi_stable::std_types::ROption::RSome(seed),
+            stop: stop.map(|s| vec![s.into()].into()).unwrap_or_default(),
+            ..Default::default()
+        };
+        engine.chat(&user, "", &params).unwrap()
+    };
+    let (seed, text) = (0..20)
+        .find_map(|seed| {
+            let text = chat(seed, None).message.content.to_string();
+            (words(&text).len() >= 4).then_some((seed, text))
+        })
+        .expect("the tiny model says a few words for some seed");
+    let stop = words(&text)[words(&text).len() / 2].to_string();
+    let before = &text[..text.find(&stop).unwrap()];
+    let cut = chat(seed, Some(&stop));
+    assert_eq!(
+        cut.message.content.trim_end(),
+        before.trim_end(),
+        "{stop:?} in {text:?}"
+    );
+    assert_eq!(cut.finish_reason.as_str(), "stop");
+}

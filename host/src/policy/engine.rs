@@ -176,12 +176,13 @@ where
             seed,
         );
         let g = self.scheduler.generate_blocking(req)?;
-        let text = self.text(&g.token_ids);
+        let all = self.text(&g.token_ids);
+        let text = g.stop.as_ref().map_or(&*all, |m| m.visible(&all));
         let mut parser = OutputParser::new(ParserOptions {
             parse_tool_calls: tools,
             ..ParserOptions::for_prompt(prompt_text)
         });
-        parser.push(&text);
+        parser.push(text);
         parser.finish();
         let parsed = parser.message();
         let finish = if !parsed.tool_calls.is_empty() {

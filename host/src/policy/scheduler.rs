@@ -9,7 +9,9 @@
 
 use crate::metrics::Metrics;
 use burn::prelude::Backend;
-use openclaw_engine::{DecodeBatch, Detokenizer, GenerateRequest, Generation, Model, Published};
+use openclaw_engine::{
+    DecodeBatch, Detokenizer, GenerateRequest, Generation, Model, Published, StopMatch,
+};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use std::sync::Arc;
@@ -29,6 +31,8 @@ pub enum GenEvent {
         id: u32,
         /// Its logprob under the distribution it was sampled from.
         logprob: f32,
+        /// The stop string or token this token completed (the sequence ends with it).
+        stop: Option<StopMatch>,
     },
     /// The sequence ended.
     Done(Generation),
@@ -241,6 +245,7 @@ fn step<B: Backend>(r: &mut Running<B>, inflight: &AtomicUsize, metrics: &Metric
                 .send(GenEvent::Token {
                     id: ev.token,
                     logprob: ev.logprob,
+                    stop: ev.stop.clone(),
                 })
                 .is_err()
         {
@@ -252,7 +257,7 @@ fn step<B: Backend>(r: &mut Running<B>, inflight: &AtomicUsize, metrics: &Metric
                 token_ids: job.tokens.clone(),
                 logprobs: job.logprobs.clone(),
                 finish_reason: finish,
-                stop: None,
+                stop: ev.stop,
                 weight_version: version,
             };
             let _ = job.events.send(GenEvent::Done(generation));

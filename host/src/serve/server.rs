@@ -308,15 +308,9 @@ where
     }
 }
 
-fn finish_reason(
-    stopped_by_string: bool,
-    g: &openclaw_engine::Generation,
-    tool_calls: bool,
-) -> &'static str {
+fn finish_reason(g: &openclaw_engine::Generation, tool_calls: bool) -> &'static str {
     if tool_calls {
         "tool_calls"
-    } else if stopped_by_string {
-        "stop"
     } else {
         g.finish_reason.as_str()
     }
@@ -408,14 +402,14 @@ where
     while let Some(ev) = rx.recv().await {
         match ev {
             GenEvent::Started { .. } => {}
-            GenEvent::Token { id, .. } => {
+            GenEvent::Token { id, stop, .. } => {
                 if first {
                     app.metrics
                         .ttft_seconds
                         .observe(started.elapsed().as_secs_f64());
                     first = false;
                 }
-                pipeline.token(id);
+                pipeline.token(id, stop.as_ref());
             }
             GenEvent::Failed(e) => return Err(ApiError::invalid(e, Some("messages"))),
             GenEvent::Done(g) => {
@@ -431,7 +425,7 @@ where
                     "object": "chat.completion",
                     "created": k.created,
                     "model": app.opts.served_model_name,
-                    "choices": [{"index": 0, "message": reply, "finish_reason": finish_reason(pipeline.stopped(), &g, !m.tool_calls.is_empty()), "logprobs": Value::Null}],
+                    "choices": [{"index": 0, "message": reply, "finish_reason": finish_reason(&g, !m.tool_calls.is_empty()), "logprobs": Value::Null}],
                     "usage": usage(&k, &g),
                     "session_id": k.assignment.session_id,
                     "weight_version": g.weight_version,
@@ -489,14 +483,14 @@ async fn stream_task<B: Backend>(
     while let Some(ev) = rx.recv().await {
         match ev {
             GenEvent::Started { .. } => {}
-            GenEvent::Token { id, .. } => {
+            GenEvent::Token { id, stop, .. } => {
                 if first {
                     app.metrics
                         .ttft_seconds
                         .observe(started.elapsed().as_secs_f64());
                     first = false;
                 }
-                for d in delta_events(pipeline.token(id)) {
+                for d in delta_events(pipeline.token(id, stop.as_ref())) {
                     open = open && send(chunk(&app, &k, d, None)).await;
                 }
                 if !open {
@@ -518,7 +512,7 @@ async fn stream_task<B: Backend>(
                     let _ = send(Event::default().data(e.body().to_string())).await;
                     break;
                 }
-                let finish = finish_reason(pipeline.stopped(), &g, !m.tool_calls.is_empty());
+                let finish = finish_reason(&g, !m.tool_calls.is_empty());
                 let _ = send(chunk(&app, &k, json!({}), Some(finish))).await;
                 if k.request.include_usage {
                     let body = json!({"id": k.id, "object": "chat.completion.chunk", "created": k.created, "model": app.opts.served_model_name, "choices": [], "usage": usage(&k, &g)});

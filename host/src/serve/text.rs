@@ -2,45 +2,48 @@
 //! split into reasoning, content and tool calls.
 
 use openclaw_chat::{IncrementalDecoder, OutputParser, ParseEvent, ParsedMessage};
+use openclaw_engine::StopMatch;
 
-/// Holds back text that could be the start of a stop string, and cuts the stop string (and
-/// whatever the model wrote after it) when it appears, as OpenAI servers do.
+/// Holds back streamed text that could be the start of a stop string, so a client never sees
+/// part of one, and cuts the stop string (and what the model wrote after it) on the token the
+/// engine says completed it, as OpenAI servers do. It never decides that a stop string occurred:
+/// only the engine does.
 #[derive(Debug)]
-pub struct StopFilter {
+pub struct StopHold {
     stops: Vec<String>,
     pending: String,
     stopped: bool,
 }
 
-impl StopFilter {
-    /// A filter for these stop strings (empty ones are ignored).
+impl StopHold {
+    /// A hold for these stop strings (empty ones are ignored).
     pub fn new(stops: &[String]) -> Self {
-        StopFilter {
+        StopHold {
             stops: stops.iter().filter(|s| !s.is_empty()).cloned().collect(),
             pending: String::new(),
             stopped: false,
         }
     }
 
-    /// Whether a stop string appeared.
+    /// Whether a stop string ended the text.
     pub fn stopped(&self) -> bool {
         self.stopped
     }
 
-    /// Takes more text; returns what can be shown now.
-    pub fn push(&mut self, delta: &str) -> String {
+    /// Takes the text of one token and what the engine said it completed; returns what can be
+    /// shown now.
+    pub fn push(&mut self, delta: &str, stop: Option<&StopMatch>) -> String {
         if self.stopped {
             return String::new();
         }
         self.pending.push_str(delta);
-        if let Some(cut) = self
-            .stops
-            .iter()
-            .filter_map(|s| self.pending.find(s.as_str()))
-            .min()
-        {
+        if let Some(StopMatch::String(_)) = stop {
+            // Every earlier byte that could begin the string is still held (see below), so the
+            // string lies wholly in `pending`.
             self.stopped = true;
-            let out = self.pending[..cut].to_string();
+            let out = stop
+                .map_or(&*self.pending, |m| m.visible(&self.pending))
+                .to_string();
             self.pending.clear();
             return out;
         }
@@ -74,7 +77,7 @@ impl StopFilter {
 /// parser in a row.
 pub struct TextPipeline {
     decoder: IncrementalDecoder,
-    stop: StopFilter,
+    stop: StopHold,
     parser: OutputParser,
     message: ParsedMessage,
 }
@@ -84,15 +87,10 @@ impl TextPipeline {
     pub fn new(decoder: IncrementalDecoder, stops: &[String], parser: OutputParser) -> Self {
         TextPipeline {
             decoder,
-            stop: StopFilter::new(stops),
+            stop: StopHold::new(stops),
             parser,
             message: ParsedMessage::default(),
         }
-    }
-
-    /// Whether a stop string ended the text.
-    pub fn stopped(&self) -> bool {
-        self.stop.stopped()
     }
 
     fn parse(&mut self, text: &str) -> Vec<ParseEvent> {
@@ -106,17 +104,22 @@ impl TextPipeline {
         events
     }
 
-    /// One sampled token.
-    pub fn token(&mut self, id: u32) -> Vec<ParseEvent> {
-        let text = self.decoder.push(id).unwrap_or_default();
-        let shown = self.stop.push(&text);
+    /// One sampled token, with what the engine said it completed.
+    pub fn token(&mut self, id: u32, stop: Option<&StopMatch>) -> Vec<ParseEvent> {
+        let mut text = self.decoder.push(id).unwrap_or_default();
+        if let Some(StopMatch::String(_)) = stop {
+            // The engine matched on all of this token's text; the decoder may still hold some
+            // of it back (an unfinished character or grapheme), so release it before the cut.
+            text.push_str(&self.decoder.finish().unwrap_or_default());
+        }
+        let shown = self.stop.push(&text, stop);
         self.parse(&shown)
     }
 
     /// The end of generation: flushes every stage.
     pub fn finish(&mut self) -> Vec<ParseEvent> {
         let text = self.decoder.finish().unwrap_or_default();
-        let mut shown = self.stop.push(&text);
+        let mut shown = self.stop.push(&text, None);
         shown.push_str(&self.stop.finish());
         let mut events = self.parse(&shown);
         let tail = self.parser.finish();
@@ -137,31 +140,54 @@ impl TextPipeline {
 mod tests {
     use super::*;
 
+    fn end(s: &str) -> Option<StopMatch> {
+        Some(StopMatch::String(s.to_string()))
+    }
+
     #[test]
-    fn stop_strings_are_held_back_and_cut() {
-        let mut f = StopFilter::new(&["END".to_string(), "\n\n".to_string()]);
+    fn possible_starts_are_held_and_the_engines_match_is_cut() {
+        let mut f = StopHold::new(&["END".to_string(), "\n\n".to_string()]);
         let mut shown = String::new();
-        for piece in ["Hello E", "N", "D and more"] {
-            shown.push_str(&f.push(piece));
-        }
+        shown.push_str(&f.push("Hello E", None));
+        assert_eq!(shown, "Hello ", "the E could begin END");
+        shown.push_str(&f.push("N", None));
+        shown.push_str(&f.push("D and more", end("END").as_ref()));
         shown.push_str(&f.finish());
         assert_eq!(shown, "Hello ");
         assert!(f.stopped());
+    }
 
-        let mut f = StopFilter::new(&["END".to_string()]);
-        let mut shown = String::new();
-        for piece in ["Hello E", "ND", "ING"] {
-            shown.push_str(&f.push(piece));
-        }
-        // "ENDING" contains END: cut there.
-        assert_eq!(shown, "Hello ");
+    #[test]
+    fn text_that_looks_like_a_stop_string_is_shown_when_the_engine_did_not_stop() {
+        // The hold never matches on its own: without the engine's word the text goes out.
+        let mut f = StopHold::new(&["END".to_string()]);
+        let mut shown = f.push("Hello E", None);
+        shown.push_str(&f.push("NDING", None));
+        shown.push_str(&f.finish());
+        assert_eq!(shown, "Hello ENDING");
+        assert!(!f.stopped());
 
-        let mut f = StopFilter::new(&["STOP".to_string()]);
-        let mut shown = f.push("A ST");
+        let mut f = StopHold::new(&["STOP".to_string()]);
+        let mut shown = f.push("A ST", None);
         assert_eq!(shown, "A ");
-        shown.push_str(&f.push("AR"));
+        shown.push_str(&f.push("AR", None));
         shown.push_str(&f.finish());
         assert_eq!(shown, "A STAR");
+    }
+
+    #[test]
+    fn a_stop_token_cuts_nothing() {
+        let mut f = StopHold::new(&["END".to_string()]);
+        let shown = f.push("done", Some(&StopMatch::Token(7)));
+        assert_eq!(shown, "done");
         assert!(!f.stopped());
+    }
+
+    #[test]
+    fn the_cut_is_at_the_first_occurrence() {
+        let m = StopMatch::String("END".into());
+        assert_eq!(m.visible("a END b END"), "a ");
+        assert_eq!(m.visible("no match"), "no match");
+        assert_eq!(StopMatch::Token(3).visible("a END"), "a END");
     }
 }

@@ -32,6 +32,9 @@ pub struct TokenEvent {
     pub logprob: f32,
     /// Set when this token ended the sequence.
     pub finish: Option<FinishReason>,
+    /// The stop token or string this token completed, if that is what ended the sequence. The
+    /// engine is the one place stop strings are matched; text stages only cut where it says.
+    pub stop: Option<StopMatch>,
 }
 
 #[derive(Debug)]
@@ -225,6 +228,7 @@ impl<B: Backend> DecodeBatch<B> {
                 token,
                 logprob,
                 finish: seq.finish.as_ref().map(|f| f.0),
+                stop: seq.finish.as_ref().and_then(|f| f.1.clone()),
             });
         }
 

@@ -105,6 +105,20 @@ pub enum StopMatch {
     String(String),
 }
 
+impl StopMatch {
+    /// The text a reply shows when this ended it: everything before the first occurrence of a
+    /// stop string, all of it for a stop token. The engine decided that the string occurred;
+    /// this only finds where, so the decision is made once. When the string cannot be found
+    /// (the engine decodes a window, and a tokenizer whose pieces depend on context could
+    /// disagree) the whole text is kept rather than guessing a cut.
+    pub fn visible<'a>(&self, text: &'a str) -> &'a str {
+        match self {
+            StopMatch::String(s) => text.find(s.as_str()).map_or(text, |cut| &text[..cut]),
+            StopMatch::Token(_) => text,
+        }
+    }
+}
+
 /// A finished sequence with everything training needs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Generation {

@@ -67,10 +67,11 @@ fn run_until_done(dir: &Path, model: &Path, steps: u64) -> (Vec<u64>, u64, Optio
     let handle = pipeline
         .start(move |ev| observer.lock().unwrap().push(ev.report.step))
         .unwrap();
-    assert!(handle.base_url().starts_with("http://127.0.0.1:"));
+    let base_url = handle.base_url().expect("the run serves");
+    assert!(base_url.starts_with("http://127.0.0.1:"));
     let users = SimUsers::start(
         SimUsersOptions {
-            base_url: handle.base_url(),
+            base_url: base_url.clone(),
             api_key: String::new(),
             users: 4,
             seed: 7,
@@ -141,7 +142,7 @@ fn the_four_loops_run_in_process_resume_and_their_checkpoint_serves() {
         "messages": [{"role": "user", "content": "What is 2 + 2?"}],
         "max_tokens": 8,
     });
-    let mut res = ureq::post(&format!("{}/chat/completions", handle.base_url()))
+    let mut res = ureq::post(&format!("{}/chat/completions", handle.base_url().unwrap()))
         .send_json(&body)
         .unwrap();
     let answer: serde_json::Value = res.body_mut().read_json().unwrap();
@@ -153,5 +154,89 @@ fn the_four_loops_run_in_process_resume_and_their_checkpoint_serves() {
     assert_eq!(
         served.iter().filter(|e| e.record.kind() == "turn").count(),
         1
+    );
+}
+
+/// `train`'s pipeline: a scored trajectory file, several passes, nothing served; cut short by
+/// `--max-steps` and resumed from its checkpoint, it takes the remaining steps and no more.
+#[test]
+fn offline_training_is_a_pipeline_that_resumes_after_the_consumed_samples() {
+    use openclaw_host::pipeline::Dataset;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let model =
+        openclaw_host::default_model::ensure_default_model(&dir.join("home"), false).unwrap();
+    let data = dir.join("rl.jsonl");
+    let lines: Vec<String> = (0..5)
+        .map(|i| {
+            serde_json::json!({"session_id": format!("s{i}"), "turns": [
+                {"type": "main", "prompt": [{"role": "user", "content": format!("Question {i}?")}],
+                 "response": {"role": "assistant", "content": "An answer."},
+                 "reward": if i % 2 == 0 { 1.0 } else { -1.0 }, "trainable": true}]})
+            .to_string()
+        })
+        .collect();
+    std::fs::write(&data, lines.join("\n") + "\n").unwrap();
+    let d = |p: &str| dir.join(p).display().to_string();
+    let life = |extra: &[(&'static str, String)]| {
+        let mut flags = vec![
+            (
+                "plugin",
+                workspace().join("methods/binary-rl").display().to_string(),
+            ),
+            ("model_path", model.display().to_string()),
+            ("data_path", data.display().to_string()),
+            ("save_dir", d("checkpoints")),
+            ("log_dir", d("logs")),
+            ("rollout_batch_size", "2".into()),
+            ("save_interval", "1".into()),
+        ];
+        flags.extend_from_slice(extra);
+        let plugins = RunPlugins::load(|| inputs(&flags)).unwrap();
+        let cfg = plugins.resolved.config.clone();
+        let placement = Placement::all(Default::default());
+        let dataset = Dataset::load::<Cpu>(&plugins, &cfg, &placement).unwrap();
+        assert_eq!(dataset.samples.len(), 5);
+        // Two passes over five samples in batches of two: five steps.
+        let pipeline =
+            Pipeline::<Cpu>::offline(&cfg, &plugins, &placement, dataset.samples, 2).unwrap();
+        let resumed = pipeline
+            .resumed
+            .as_ref()
+            .map(|r| (r.step, r.consumed_through));
+        let last_step = pipeline.last_step;
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let observer = seen.clone();
+        let handle = pipeline
+            .start(move |ev| {
+                observer
+                    .lock()
+                    .unwrap()
+                    .push((ev.report.step, ev.sample_seqs.clone()))
+            })
+            .unwrap();
+        assert_eq!(handle.base_url(), None, "nothing serves");
+        handle.wait();
+        let summary = handle.shutdown().unwrap().expect("it trains");
+        let seen = seen.lock().unwrap().clone();
+        (resumed, last_step, seen, summary)
+    };
+
+    let (resumed, last, seen, summary) = life(&[("max_steps", "3".into())]);
+    assert_eq!((resumed, last), (None, Some(3)));
+    assert_eq!(
+        seen,
+        vec![(1, vec![1, 2]), (2, vec![3, 4]), (3, vec![5, 6])],
+        "sample positions run on across the passes"
+    );
+    assert_eq!(summary.step, 3);
+
+    let (resumed, last, seen, summary) = life(&[("resume_from_checkpoint", "latest".into())]);
+    assert_eq!((resumed, last), (Some((3, 6)), Some(5)));
+    assert_eq!(seen, vec![(4, vec![7, 8]), (5, vec![9, 10])]);
+    assert_eq!(summary.step, 5);
+    assert_eq!(
+        summary.checkpoint.as_deref(),
+        Some(dir.join("checkpoints/checkpoint-5").as_path())
     );
 }

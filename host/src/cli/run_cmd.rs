@@ -195,7 +195,7 @@ impl OnBackend for RunOn<'_> {
         let sim = simulated.then(|| {
             SimUsers::start(
                 SimUsersOptions {
-                    base_url: handle.base_url(),
+                    base_url: handle.base_url().expect("the four loops serve"),
                     api_key: cfg.api_key.clone(),
                     users: cfg.simulate_users as usize,
                     seed: cfg.seed,

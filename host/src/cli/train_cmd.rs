@@ -1,27 +1,19 @@
-//! `openclaw-host train` (RL on trajectory files) and `openclaw-host sft` (supervised
-//! fine-tuning on chat conversations): offline training with the run's optimizer, LoRA,
-//! checkpoint and log settings.
+//! `openclaw-host train` (RL on trajectory files, through the pipeline's offline mode) and
+//! `openclaw-host sft` (supervised fine-tuning on chat conversations): offline training with
+//! the run's optimizer, LoRA, checkpoint and log settings.
 
 use super::flags::RunFlags;
 use crate::backend::{OnBackend, Placement};
 use crate::config::RunConfig;
-use crate::data::trajectory::read_trajectories;
-use crate::judge;
-use crate::metrics::Metrics;
-use crate::plugin::{RewardHandle, RunPlugins};
-use crate::policy::{ModelFiles, PolicyEngine, SchedulerOptions};
-use crate::training::samples::given_score;
-use crate::training::{
-    sample_from, train_config, turn_from_record, SessionOptions, TrainSession, TurnTokens,
-};
+use crate::pipeline::{Dataset, Pipeline};
+use crate::plugin::RunPlugins;
+use crate::training::{train_config, SessionOptions, TrainSession};
 use anyhow::{bail, Context, Result};
 use burn::prelude::Backend;
 use openclaw_engine::Model;
-use openclaw_plugin_api::{HostServices, ScoreRequest, TrainingSample};
 use openclaw_train::sft::load_jsonl;
 use openclaw_train::{progress_bar, run_sft, SftOptions};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// How many passes and how the data is cut, for both commands.
 #[derive(clap::Args, Debug, Clone)]
@@ -64,142 +56,6 @@ fn require_data(cfg: &RunConfig) -> Result<&Path> {
         bail!("no data: give --data-path FILE (or DATA_PATH)");
     }
     Ok(Path::new(&cfg.data_path))
-}
-
-/// The run's model (`--model-path`) served by a policy engine with the run's batch limits,
-/// for reward plugins that score with the policy (distillation's teacher).
-pub(crate) fn policy_engine<B: Backend>(
-    cfg: &RunConfig,
-    device: &B::Device,
-) -> Result<Arc<PolicyEngine<B>>>
-where
-    Model<B>: Send + Sync,
-{
-    let files = ModelFiles::<B>::load(&cfg.model_path, &crate::policy::load_options(cfg), device)?;
-    Ok(Arc::new(PolicyEngine::start(
-        files,
-        0,
-        SchedulerOptions {
-            max_batch: cfg.max_batch_size as usize,
-            max_inflight: cfg.max_inflight as usize,
-        },
-        Arc::new(Metrics::new()),
-    )))
-}
-
-/// The reward plugin with the host's services: the policy for teacher scoring (the starting
-/// model), the run's judge and the log.
-fn reward_plugin<B: Backend>(
-    run: &RunPlugins,
-    cfg: &RunConfig,
-    placement: &Placement<B>,
-) -> Result<RewardHandle>
-where
-    Model<B>: Send + Sync,
-{
-    let engine = policy_engine::<B>(cfg, &placement.serve)?;
-    let name = run
-        .plugin_for(openclaw_plugin_api::PluginKind::Reward)
-        .unwrap_or("reward");
-    let host = HostServices::builder()
-        .policy(engine)
-        .judge(judge::from_config::<B>(cfg, &placement.judge)?)
-        .log(crate::plugin::instance::TracingLog::new(name))
-        .build();
-    run.reward(host)
-}
-
-/// The samples of a trajectory file: main, trainable turns, scored by their `reward` field or
-/// the reward plugin. Records that cannot be used are reported and skipped.
-fn load_samples<B: Backend>(
-    run: &RunPlugins,
-    cfg: &RunConfig,
-    placement: &Placement<B>,
-) -> Result<Vec<TrainingSample>>
-where
-    Model<B>: Send + Sync,
-{
-    let data = require_data(cfg)?;
-    require_model(cfg)?;
-    let read = read_trajectories(data)?;
-    for e in &read.errors {
-        eprintln!("warning: skipped {e}");
-    }
-    let (tokenizer, template) =
-        openclaw_models::tokenizer_and_template(&crate::policy::model_source(cfg)?, None)?;
-    let tok = TurnTokens {
-        tokenizer: &tokenizer,
-        template: &template,
-    };
-    let needs_judge = read
-        .trajectories
-        .iter()
-        .flat_map(|t| &t.turns)
-        .any(|t| t.turn_type == "main" && t.trainable && t.reward.is_none());
-    let reward = if needs_judge {
-        Some(reward_plugin::<B>(run, cfg, placement).context(
-            "some turns have no `reward` field, so the method's reward plugin scores them",
-        )?)
-    } else {
-        None
-    };
-    let settings = judge::settings(cfg);
-    let mut samples = Vec::new();
-    let (mut skipped, mut untrainable) = (read.errors.len(), 0usize);
-    for (ti, traj) in read.trajectories.iter().enumerate() {
-        for (i, rec) in traj.turns.iter().enumerate() {
-            if rec.turn_type != "main" || !rec.trainable {
-                continue;
-            }
-            let at = format!(
-                "{}: session {:?} turns[{i}]",
-                data.display(),
-                traj.session_id
-            );
-            let turn = match turn_from_record(&traj.session_id, i as u32, rec, &tok) {
-                Ok(t) => t,
-                Err(e) => {
-                    eprintln!("warning: skipped {at}: {e:#}");
-                    skipped += 1;
-                    continue;
-                }
-            };
-            let score = match (rec.reward, &reward) {
-                (Some(r), _) => given_score(r),
-                (None, Some(plugin)) => {
-                    let request = ScoreRequest {
-                        response_text: turn.response.content.clone(),
-                        session_closed: turn.next_state.is_none(),
-                        judge: settings.clone(),
-                        turn: turn.clone(),
-                    };
-                    match plugin.score(&request) {
-                        Ok(s) => s,
-                        Err(e) => {
-                            eprintln!("warning: skipped {at}: {e:#}");
-                            skipped += 1;
-                            continue;
-                        }
-                    }
-                }
-                (None, None) => unreachable!("a reward plugin is loaded when a turn needs one"),
-            };
-            if !score.trainable {
-                untrainable += 1;
-                continue;
-            }
-            let group = ((ti as u64) << 20) | i as u64;
-            samples.push(sample_from(&turn, &score, group));
-        }
-    }
-    eprintln!(
-        "{}: {} training samples; {} records skipped; {} turns judged not trainable",
-        data.display(),
-        samples.len(),
-        skipped,
-        untrainable
-    );
-    Ok(samples)
 }
 
 /// The training log with its human lines above the progress bar on a terminal, or one line
@@ -253,51 +109,47 @@ where
     Model<B>: Send + Sync,
 {
     let cfg = run.resolved.config.clone();
-    let loss = run.loss(HostServices::standalone())?;
-    let samples = load_samples::<B>(run, &cfg, placement)?;
-    if samples.is_empty() {
-        bail!("{}: no trainable samples", cfg.data_path);
+    let data = Dataset::load::<B>(run, &cfg, placement)?;
+    for problem in &data.skipped {
+        eprintln!("warning: skipped {problem}");
     }
-    let batch = cfg.rollout_batch_size as usize;
-    let per_epoch = samples.len().div_ceil(batch) as u64;
-    // The schedule spans the whole data; --max-steps only stops early, so a run cut short
-    // and resumed follows the same learning rates as one that runs straight through.
-    let schedule_steps = per_epoch * num_epochs as u64;
-    let total = stop_at(&cfg, schedule_steps);
-    let mut tc = train_config(&cfg, schedule_steps)?;
-    tc.use_reference = run.loss_inputs()?.reference_logprobs;
-    let mut session = TrainSession::<B>::start(tc, session_options(&cfg, true), &placement.train)?;
-    if let Some(from) = &session.resumed_from {
-        eprintln!(
-            "resumed from {} at step {}",
-            from.display(),
-            session.trainer.state().step
-        );
+    eprintln!(
+        "{}: {} training samples; {} records skipped; {} turns judged not trainable",
+        cfg.data_path,
+        data.samples.len(),
+        data.skipped.len(),
+        data.untrainable
+    );
+    let mut pipeline =
+        Pipeline::<B>::offline(&cfg, run, placement, data.samples, num_epochs as u64)?;
+    if let Some(r) = &pipeline.resumed {
+        eprintln!("resumed from {} at step {}", r.checkpoint.display(), r.step);
     }
+    let total = pipeline.last_step.unwrap_or(0);
     let bar = progress_bar(total, "train");
-    bar.set_position(session.trainer.state().step.min(total));
-    session.log = step_log(&cfg, &bar)?;
-    let n = samples.len() as u64;
-    // The data position counts samples consumed over all epochs, so a resumed run continues
-    // with the next batch in file order.
-    while session.trainer.state().step < total {
-        let pos = session.trainer.state().data_position;
-        let (epoch_pos, offset) = (pos / n, pos % n);
-        if epoch_pos >= num_epochs as u64 {
-            break;
-        }
-        let take = (batch as u64).min(n - offset) as usize;
-        let mut batch_samples: Vec<TrainingSample> =
-            samples[offset as usize..offset as usize + take].to_vec();
-        session.rl_step(&mut batch_samples, &loss)?;
-        session.trainer.set_data_position(pos + take as u64);
-        if let Some(dir) = session.maybe_save(None)? {
-            bar.println(format!("saved {}", dir.display()));
-        }
+    bar.set_position(pipeline.resumed.as_ref().map_or(0, |r| r.step.min(total)));
+    if let Some(log) = pipeline.train_log() {
+        *log = step_log(&cfg, &bar)?;
     }
+    let on_bar = bar.clone();
+    let handle = pipeline.start(move |ev| {
+        on_bar.set_position(ev.report.step);
+        if let Some(dir) = &ev.saved {
+            on_bar.println(format!("saved {}", dir.display()));
+        }
+    })?;
+    handle.wait();
+    let summary = handle.shutdown()?.context("training did not run")?;
     bar.finish_and_clear();
-    let log = session.log.path().to_path_buf();
-    finish(&mut session, &log)
+    if let Some(dir) = &summary.checkpoint {
+        eprintln!("saved {}", dir.display());
+    }
+    eprintln!(
+        "trained {} steps; log: {}",
+        summary.step,
+        summary.training_log.display()
+    );
+    Ok(0)
 }
 
 /// `openclaw-host sft --data-path FILE`.

@@ -4,7 +4,8 @@
 //! - serving ([`serving`]): the policy engine, the durable buffer, the recorder and the session
 //!   tracker behind the OpenAI server;
 //! - producers ([`producer`]): live sessions and the replay of unfinished work, each feeding
-//!   the same judge and training path (environment episodes are the next producer);
+//!   the same judge and training path (environment episodes are the next producer), and for
+//!   `train` the passes over a scored trajectory file ([`dataset`]) straight to training;
 //! - collection ([`collect`]): turns from the recorder wait for their next state (or their
 //!   session's end), then go to the judge pool;
 //! - the judge pool ([`crate::judge::pool`]): the method's reward plugin scores each turn;
@@ -23,6 +24,7 @@
 //! session had ended.
 
 pub mod collect;
+pub mod dataset;
 pub mod producer;
 pub mod replay;
 pub mod run;
@@ -31,9 +33,10 @@ pub mod serving;
 pub mod train_loop;
 
 pub use collect::{Collection, CollectionOptions};
-pub use producer::{LiveSessions, Producer, Replayed, Sinks};
+pub use dataset::Dataset;
+pub use producer::{Epochs, LiveSessions, Producer, Replayed, Sinks};
 pub use replay::{replay, ReplayPlan};
-pub use run::{Pipeline, PipelineHandle, ReplayCounts, Resumed, TrainSummary};
+pub use run::{Pipeline, PipelineHandle, ReplayCounts, Resumed};
 pub use samples::SampleMaker;
 pub use serving::Serving;
-pub use train_loop::{ConsumedState, StepEvent, TrainLoop, TrainLoopOptions};
+pub use train_loop::{ConsumedState, StepEvent, TrainLoop, TrainLoopOptions, TrainSummary};

@@ -1,20 +1,21 @@
 //! Producers: what turns conversations (or, next, environment episodes) into work for the
-//! judge and training path. Each runs on its own thread and writes through the same sinks, so
-//! every producer's turns are judged by the method's reward plugin, recorded durably and
-//! trained in buffer order alike.
+//! judge and training path. Each runs on its own thread. The live ones write through the same
+//! [`Sinks`], so every producer's turns are judged by the method's reward plugin, recorded
+//! durably and trained in buffer order alike.
 //!
 //! Today: [`LiveSessions`] (the server's recorded turns, held by collection until their next
-//! state) and [`Replayed`] (what the buffer held unfinished at start).
+//! state), [`Replayed`] (what the buffer held unfinished at start) and [`Epochs`] (`train`'s
+//! scored trajectory file, pass after pass, straight to training).
 
 use super::collect::{score_request, Collection};
 use super::replay::ReplayPlan;
-use super::samples::SampleMaker;
+use super::samples::{QueuedSample, SampleMaker};
 use crate::collect::CollectEvent;
 use crate::judge::pool::{JudgeJob, JudgePool};
 use anyhow::{anyhow, Result};
-use openclaw_plugin_api::JudgeSettings;
+use openclaw_plugin_api::{JudgeSettings, TrainingSample};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,8 +35,8 @@ pub trait Producer: Send {
     /// Its name, for its thread and its log lines.
     fn name(&self) -> &'static str;
 
-    /// Produces into `sinks` until its input ends or `stop` is set.
-    fn run(self: Box<Self>, sinks: Sinks, stop: Arc<AtomicBool>) -> Result<()>;
+    /// Produces until its input ends or `stop` is set.
+    fn run(self: Box<Self>, stop: Arc<AtomicBool>) -> Result<()>;
 }
 
 /// The live sessions of the server: each recorded main turn waits in collection for its next
@@ -45,6 +46,8 @@ pub struct LiveSessions {
     pub events: Receiver<CollectEvent>,
     /// The table of turns waiting for a next state.
     pub collection: Collection,
+    /// Where judged turns go.
+    pub sinks: Sinks,
 }
 
 impl Producer for LiveSessions {
@@ -52,10 +55,11 @@ impl Producer for LiveSessions {
         "collect"
     }
 
-    fn run(self: Box<Self>, sinks: Sinks, stop: Arc<AtomicBool>) -> Result<()> {
+    fn run(self: Box<Self>, stop: Arc<AtomicBool>) -> Result<()> {
         let LiveSessions {
             events,
             mut collection,
+            sinks,
         } = *self;
         while !stop.load(Ordering::SeqCst) {
             let ev = match events.recv_timeout(Duration::from_millis(100)) {
@@ -80,6 +84,8 @@ impl Producer for LiveSessions {
 pub struct Replayed {
     /// The plan.
     pub plan: ReplayPlan,
+    /// Where the work goes.
+    pub sinks: Sinks,
 }
 
 impl Producer for Replayed {
@@ -87,8 +93,8 @@ impl Producer for Replayed {
         "replay"
     }
 
-    fn run(self: Box<Self>, sinks: Sinks, stop: Arc<AtomicBool>) -> Result<()> {
-        let plan = self.plan;
+    fn run(self: Box<Self>, stop: Arc<AtomicBool>) -> Result<()> {
+        let Replayed { plan, sinks } = *self;
         for (seq, s) in plan.to_train {
             if stop.load(Ordering::SeqCst) {
                 return Ok(());
@@ -111,5 +117,88 @@ impl Producer for Replayed {
                 .map_err(|e| anyhow!(e))?;
         }
         Ok(())
+    }
+}
+
+/// `train`'s samples (a trajectory file, already scored), handed to training pass after pass.
+/// The sequence number of a sample is its position over all passes, counted from 1, so "every
+/// sample up to N was consumed" in a checkpoint says where a resumed run goes on.
+pub struct Epochs {
+    /// The samples of one pass, in file order.
+    pub samples: Vec<TrainingSample>,
+    /// Passes over them.
+    pub epochs: u64,
+    /// Positions already trained (a resumed run starts after them).
+    pub start_after: u64,
+    /// Training's queue.
+    pub to_train: SyncSender<QueuedSample>,
+}
+
+impl Epochs {
+    /// Positions in all passes.
+    pub fn total(&self) -> u64 {
+        self.samples.len() as u64 * self.epochs
+    }
+}
+
+impl Producer for Epochs {
+    fn name(&self) -> &'static str {
+        "epochs"
+    }
+
+    fn run(self: Box<Self>, stop: Arc<AtomicBool>) -> Result<()> {
+        let n = self.samples.len() as u64;
+        for pos in self.start_after..self.total() {
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let sample = self.samples[(pos % n) as usize].clone();
+            if self.to_train.send((pos + 1, sample)).is_err() {
+                break; // training reached --max-steps
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::training::sample_from;
+    use crate::training::samples::given_score;
+    use openclaw_plugin_api::{Message, Turn, TurnType};
+    use std::sync::mpsc::sync_channel;
+
+    fn sample(i: u32) -> TrainingSample {
+        let turn = Turn {
+            session_id: "s".into(),
+            turn_index: i,
+            turn_type: TurnType::Main,
+            prompt_messages: vec![Message::new("user", "q")].into(),
+            tools_json: "".into(),
+            response: Message::new("assistant", "a"),
+            prompt_ids: vec![1, 2].into(),
+            response_ids: vec![3].into(),
+            response_logprobs: vec![-0.5].into(),
+            weight_version: 0,
+            next_state: None.into(),
+            trainable: true,
+        };
+        sample_from(&turn, &given_score(1.0), u64::from(i))
+    }
+
+    #[test]
+    fn epochs_number_positions_over_all_passes_and_resume_after_the_trained_ones() {
+        let samples: Vec<TrainingSample> = (0..3).map(sample).collect();
+        let (tx, rx) = sync_channel(16);
+        let p = Epochs {
+            samples,
+            epochs: 2,
+            start_after: 2,
+            to_train: tx,
+        };
+        Box::new(p).run(Arc::new(AtomicBool::new(false))).unwrap();
+        let got: Vec<(u64, u64)> = rx.iter().map(|(seq, s)| (seq, s.group_id)).collect();
+        assert_eq!(got, vec![(3, 2), (4, 0), (5, 1), (6, 2)]);
     }
 }

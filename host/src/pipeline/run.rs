@@ -1,13 +1,14 @@
 //! The run as a library: [`Pipeline`] is built from the resolved configuration and the plugin
 //! set, [`Pipeline::start`] starts its loops and returns a [`PipelineHandle`] to observe and
-//! stop them. `run` (the four loops) and `serve` (serving alone) are both this type; the
-//! command line only parses, reports and, for the built-in default, starts simulated users.
+//! stop them. `run` (the four loops), `serve` (serving alone) and `train` (training alone, on a
+//! scored trajectory file) are all this type; the command line only parses, reports and, for
+//! the built-in default, starts simulated users.
 
-use super::producer::{LiveSessions, Producer, Replayed, Sinks};
+use super::producer::{Epochs, LiveSessions, Producer, Replayed, Sinks};
 use super::replay::replay;
 use super::samples::{QueuedSample, SampleMaker};
 use super::serving::{bind, interrupted, scheduler_options, serve_on, Serving};
-use super::train_loop::{ConsumedState, StepEvent, TrainLoop, TrainLoopOptions};
+use super::train_loop::{ConsumedState, StepEvent, TrainLoop, TrainLoopOptions, TrainSummary};
 use super::{Collection, CollectionOptions};
 use crate::backend::Placement;
 use crate::config::RunConfig;
@@ -17,11 +18,11 @@ use crate::plugin::instance::TracingLog;
 use crate::plugin::RunPlugins;
 use crate::policy::{load_options, ModelFiles, PolicyEngine};
 use crate::training::{train_config, SessionOptions, TrainSession, RUN_STATE_FILE};
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use burn::prelude::Backend;
 use openclaw_engine::Model;
 use openclaw_plugin_api::host::PolicyService;
-use openclaw_plugin_api::{HostServices, PluginKind};
+use openclaw_plugin_api::{HostServices, PluginKind, TrainingSample};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -63,33 +64,49 @@ impl ReplayCounts {
     }
 }
 
-/// How a training loop ended.
-#[derive(Clone, Debug)]
-pub struct TrainSummary {
-    /// The last step taken.
-    pub step: u64,
-    /// `training.log`.
-    pub training_log: PathBuf,
-}
-
 /// The loops besides serving: producers, the judge pool, training.
 struct Training<B: Backend> {
     train_loop: TrainLoop<B>,
     samples: Receiver<QueuedSample>,
     producers: Vec<Box<dyn Producer>>,
-    sinks: Sinks,
+    /// The judge pool the producers feed, closed at shutdown (none for `train`, whose samples
+    /// come scored).
+    pool: Option<Arc<JudgePool>>,
 }
 
 /// A run's loops, built and not yet started.
 pub struct Pipeline<B: Backend> {
     cfg: RunConfig,
     metrics: Arc<Metrics>,
-    serving: Serving<B>,
+    serving: Option<Serving<B>>,
     training: Option<Training<B>>,
     /// Where a resumed run picked up.
     pub resumed: Option<Resumed>,
     /// What the buffer held unfinished.
     pub replay: ReplayCounts,
+    /// The step training stops at, when it is known before it starts (`--max-steps`, or the
+    /// end of `train`'s data).
+    pub last_step: Option<u64>,
+}
+
+/// The consumed state a checkpoint recorded (none before any checkpoint).
+fn consumed_state<B: Backend>(session: &TrainSession<B>) -> Result<ConsumedState> {
+    Ok(session
+        .run_state
+        .as_deref()
+        .map(serde_json::from_slice)
+        .transpose()
+        .with_context(|| format!("the checkpoint's {RUN_STATE_FILE} is malformed"))?
+        .unwrap_or_default())
+}
+
+fn resumed<B: Backend>(session: &TrainSession<B>, consumed: &ConsumedState) -> Option<Resumed> {
+    session.resumed_from.as_ref().map(|dir| Resumed {
+        checkpoint: dir.clone(),
+        step: session.trainer.state().step,
+        weight_version: session.trainer.state().weight_version,
+        consumed_through: consumed.consumed_through,
+    })
 }
 
 impl<B: Backend> Pipeline<B>
@@ -104,11 +121,112 @@ where
         Ok(Pipeline {
             cfg: cfg.clone(),
             metrics,
-            serving,
+            serving: Some(serving),
             training: None,
             resumed: None,
             replay: ReplayCounts::default(),
+            last_step: None,
         })
+    }
+
+    /// Training alone (`train`): the samples of one pass over a scored trajectory file
+    /// ([`super::Dataset`]), `epochs` passes in file order, in batches of
+    /// `--rollout-batch-size` through the loss plugin, until the data ends or `--max-steps`.
+    /// Nothing serves and nothing is recorded to the buffer; `--resume-from-checkpoint`
+    /// continues after the samples the checkpoint consumed, so a run cut short and resumed ends
+    /// with the weights of one that ran straight through.
+    pub fn offline(
+        cfg: &RunConfig,
+        plugins: &RunPlugins,
+        placement: &Placement<B>,
+        samples: Vec<TrainingSample>,
+        epochs: u64,
+    ) -> Result<Self> {
+        if samples.is_empty() {
+            bail!("{}: no trainable samples", cfg.data_path);
+        }
+        let metrics = Arc::new(Metrics::new());
+        let loss = plugins.loss(HostServices::standalone())?;
+        let batch = (cfg.rollout_batch_size as usize).max(1);
+        let positions = samples.len() as u64 * epochs;
+        // The schedule spans the whole data; --max-steps only stops early, so a run cut short
+        // and resumed follows the same learning rates as one that runs straight through.
+        let schedule_steps = positions.div_ceil(batch as u64);
+        let last_step = if cfg.max_steps > 0 {
+            schedule_steps.min(cfg.max_steps)
+        } else {
+            schedule_steps
+        };
+        let mut tc = train_config(cfg, schedule_steps)?;
+        tc.use_reference = plugins.loss_inputs()?.reference_logprobs;
+        let session = TrainSession::<B>::start(
+            tc,
+            SessionOptions {
+                model_dir: PathBuf::from(&cfg.model_path),
+                save_dir: (!cfg.save_dir.is_empty()).then(|| PathBuf::from(&cfg.save_dir)),
+                save_interval: cfg.save_interval as u64,
+                keep: cfg.keep_checkpoints as usize,
+                resume: cfg.resume_from_checkpoint.clone(),
+                log_dir: PathBuf::from(&cfg.log_dir),
+                quiet: true,
+            },
+            &placement.train,
+        )?;
+        // Checkpoints of `train` record how many samples were consumed both ways; the data
+        // position alone is what older ones have.
+        let consumed = ConsumedState {
+            consumed_through: consumed_state(&session)?
+                .consumed_through
+                .max(session.trainer.state().data_position),
+        };
+        let resumed = resumed(&session, &consumed);
+        let (to_train, rx) = sync_channel(batch * 4);
+        let producers: Vec<Box<dyn Producer>> = vec![Box::new(Epochs {
+            samples,
+            epochs,
+            start_after: consumed.consumed_through,
+            to_train,
+        })];
+        let train_loop = TrainLoop {
+            session,
+            loss,
+            weights: None,
+            serve_device: placement.serve.clone(),
+            opts: TrainLoopOptions {
+                batch,
+                // Samples come as fast as they are taken: batches are always whole (the last
+                // may be short), so a resumed run sees the same batches as a straight one.
+                batch_timeout: Duration::MAX,
+                // File samples were scored as given, whatever weights sampled them.
+                max_staleness: u64::MAX,
+                correct_stale: false,
+                update_interval: 1,
+                max_steps: last_step,
+            },
+            metrics: metrics.clone(),
+            consumed,
+        };
+        Ok(Pipeline {
+            cfg: cfg.clone(),
+            metrics,
+            serving: None,
+            training: Some(Training {
+                train_loop,
+                samples: rx,
+                producers,
+                pool: None,
+            }),
+            resumed,
+            replay: ReplayCounts::default(),
+            last_step: Some(last_step),
+        })
+    }
+
+    /// The training log, to show its lines above a progress bar (none when nothing trains).
+    pub fn train_log(&mut self) -> Option<&mut openclaw_train::TrainLog> {
+        self.training
+            .as_mut()
+            .map(|t| &mut t.train_loop.session.log)
     }
 
     /// The four loops (`run`): serving, collection, the judge pool running the method's reward
@@ -148,19 +266,8 @@ where
             },
             &placement.train,
         )?;
-        let consumed: ConsumedState = session
-            .run_state
-            .as_deref()
-            .map(serde_json::from_slice)
-            .transpose()
-            .with_context(|| format!("the checkpoint's {RUN_STATE_FILE} is malformed"))?
-            .unwrap_or_default();
-        let resumed = session.resumed_from.as_ref().map(|dir| Resumed {
-            checkpoint: dir.clone(),
-            step: session.trainer.state().step,
-            weight_version: session.trainer.state().weight_version,
-            consumed_through: consumed.consumed_through,
-        });
+        let consumed = consumed_state(&session)?;
+        let resumed = resumed(&session, &consumed);
         let (serve_path, version) = match &resumed {
             Some(r) => (r.checkpoint.display().to_string(), r.weight_version),
             None => (cfg.model_path.clone(), 0),
@@ -217,6 +324,11 @@ where
             Arc::new(move |o| on_outcome.on_outcome(o)),
         ));
         let settings = crate::judge::settings(cfg);
+        let sinks = Sinks {
+            judge: pool.clone(),
+            samples: maker,
+            settings: settings.clone(),
+        };
 
         // Producers: what the buffer holds unfinished, then the live sessions.
         let plan = replay(&serving.replay.records, &consumed);
@@ -227,7 +339,10 @@ where
             already_trained: plan.already_trained,
         };
         let producers: Vec<Box<dyn Producer>> = vec![
-            Box::new(Replayed { plan }),
+            Box::new(Replayed {
+                plan,
+                sinks: sinks.clone(),
+            }),
             Box::new(LiveSessions {
                 events: collect_rx,
                 collection: Collection::new(
@@ -237,13 +352,14 @@ where
                     },
                     metrics.clone(),
                 ),
+                sinks,
             }),
         ];
 
         let train_loop = TrainLoop {
             session,
             loss,
-            weights: engine.weights.clone(),
+            weights: Some(engine.weights.clone()),
             serve_device: placement.serve.clone(),
             opts: TrainLoopOptions {
                 batch: cfg.rollout_batch_size as usize,
@@ -259,19 +375,16 @@ where
         Ok(Pipeline {
             cfg: cfg.clone(),
             metrics,
-            serving,
+            serving: Some(serving),
             training: Some(Training {
                 train_loop,
                 samples: train_rx,
                 producers,
-                sinks: Sinks {
-                    judge: pool,
-                    samples: maker,
-                    settings,
-                },
+                pool: Some(pool),
             }),
             resumed,
             replay: counts,
+            last_step: (cfg.max_steps > 0).then_some(cfg.max_steps),
         })
     }
 
@@ -283,38 +396,37 @@ where
             .worker_threads(2)
             .enable_all()
             .build()?;
-        let listener = rt.block_on(bind(&self.cfg.host, self.cfg.port))?;
-        let addr = listener.local_addr()?;
+        let listener = match &self.serving {
+            Some(_) => Some(rt.block_on(bind(&self.cfg.host, self.cfg.port))?),
+            None => None,
+        };
+        let addr = listener.as_ref().map(|l| l.local_addr()).transpose()?;
         let stop = Arc::new(AtomicBool::new(false));
         let mut producers = Vec::new();
         let mut trainer = None;
         let mut pool = None;
         if let Some(t) = self.training {
             for p in t.producers {
-                let sinks = t.sinks.clone();
                 let stop = stop.clone();
                 producers.push(
                     std::thread::Builder::new()
                         .name(p.name().into())
-                        .spawn(move || p.run(sinks, stop))?,
+                        .spawn(move || p.run(stop))?,
                 );
             }
-            pool = Some(t.sinks.judge.clone());
+            pool = t.pool;
             let train_stop = stop.clone();
             let (train_loop, rx) = (t.train_loop, t.samples);
-            trainer = Some(std::thread::Builder::new().name("train".into()).spawn(
-                move || -> Result<TrainSummary> {
-                    let session = train_loop.run(rx, train_stop, on_step)?;
-                    Ok(TrainSummary {
-                        step: session.trainer.state().step,
-                        training_log: session.log.path().to_path_buf(),
-                    })
-                },
-            )?);
+            trainer = Some(
+                std::thread::Builder::new()
+                    .name("train".into())
+                    .spawn(move || train_loop.run(rx, train_stop, on_step))?,
+            );
         }
         let watch = stop.clone();
-        let server = rt.spawn(serve_on(listener, self.serving.app.clone(), async move {
-            // One signal listener for the whole run, so no signal falls between two polls.
+        // One signal listener for the whole run, so no signal falls between two polls; it
+        // ends on Ctrl-C or SIGTERM, or once the loops are asked to stop.
+        let until_stopped = async move {
             let signal = interrupted();
             tokio::pin!(signal);
             loop {
@@ -327,7 +439,17 @@ where
                     }
                 }
             }
-        }));
+        };
+        let server = match (listener, self.serving) {
+            (Some(listener), Some(serving)) => {
+                rt.spawn(serve_on(listener, serving.app.clone(), until_stopped))
+            }
+            // Nothing serves: the signal alone ends the run (`wait` sees this task end).
+            _ => rt.spawn(async move {
+                until_stopped.await;
+                Ok(())
+            }),
+        };
         Ok(PipelineHandle {
             addr,
             metrics: self.metrics,
@@ -343,7 +465,7 @@ where
 
 /// A started pipeline.
 pub struct PipelineHandle {
-    addr: SocketAddr,
+    addr: Option<SocketAddr>,
     metrics: Arc<Metrics>,
     stop: Arc<AtomicBool>,
     rt: tokio::runtime::Runtime,
@@ -354,14 +476,14 @@ pub struct PipelineHandle {
 }
 
 impl PipelineHandle {
-    /// The address the server listens on.
-    pub fn addr(&self) -> SocketAddr {
+    /// The address the server listens on (none when nothing serves: `train`).
+    pub fn addr(&self) -> Option<SocketAddr> {
         self.addr
     }
 
-    /// The OpenAI base URL clients use (`http://ADDR/v1`).
-    pub fn base_url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+    /// The OpenAI base URL clients use (`http://ADDR/v1`), when something serves.
+    pub fn base_url(&self) -> Option<String> {
+        self.addr.map(|a| format!("http://{a}/v1"))
     }
 
     /// The run's metrics.

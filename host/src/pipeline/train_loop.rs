@@ -13,6 +13,7 @@ use openclaw_engine::{Model, Published};
 use openclaw_plugin_api::TrainingSample;
 use openclaw_train::StepReport;
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
@@ -54,6 +55,19 @@ pub struct StepEvent {
     pub dropped_stale: usize,
     /// Buffer sequence numbers of the samples trained.
     pub sample_seqs: Vec<u64>,
+    /// The checkpoint this step wrote, if it was due one.
+    pub saved: Option<PathBuf>,
+}
+
+/// How a training loop ended.
+#[derive(Clone, Debug)]
+pub struct TrainSummary {
+    /// The last step taken.
+    pub step: u64,
+    /// `training.log`.
+    pub training_log: PathBuf,
+    /// The newest checkpoint this loop wrote (the final one unless its step was saved already).
+    pub checkpoint: Option<PathBuf>,
 }
 
 /// The training loop, training on backend `B`.
@@ -62,8 +76,8 @@ pub struct TrainLoop<B: Backend> {
     pub session: TrainSession<B>,
     /// The run's loss.
     pub loss: LossHandle,
-    /// Where new weights are published.
-    pub weights: Arc<Published<Model<B>>>,
+    /// Where new weights are published (none when nothing serves them: `train`).
+    pub weights: Option<Arc<Published<Model<B>>>>,
     /// The device serving reads the published weights on.
     pub serve_device: B::Device,
     /// Settings.
@@ -104,7 +118,8 @@ impl<B: Backend> TrainLoop<B> {
         rx: Receiver<QueuedSample>,
         stop: Arc<AtomicBool>,
         mut on_step: impl FnMut(&StepEvent),
-    ) -> Result<TrainSession<B>> {
+    ) -> Result<TrainSummary> {
+        let mut checkpoint = None;
         let mut ready: Vec<QueuedSample> = Vec::new();
         let mut first_ready: Option<Instant> = None;
         let mut closed = false;
@@ -160,26 +175,49 @@ impl<B: Backend> TrainLoop<B> {
             self.metrics.train_steps.inc();
             self.metrics.train_loss.set(report.loss);
             let step = self.session.trainer.state().step;
-            if step % self.opts.update_interval.max(1) == 0 {
-                let v = self
-                    .session
-                    .trainer
-                    .publish_on(&self.weights, &self.serve_device);
+            // The data position counts what was consumed, so a resumed `train` goes on
+            // with the next sample of the file.
+            self.session
+                .trainer
+                .set_data_position(self.consumed.consumed_through);
+            if let Some(weights) = self
+                .weights
+                .as_ref()
+                .filter(|_| step % self.opts.update_interval.max(1) == 0)
+            {
+                let v = self.session.trainer.publish_on(weights, &self.serve_device);
                 self.metrics.weight_version.set(v as i64);
             }
             let state = self.run_state();
-            if let Err(e) = self.session.maybe_save(Some(&state)) {
+            let saved = self.session.maybe_save(Some(&state)).unwrap_or_else(|e| {
                 tracing::error!("cannot save a checkpoint: {e:#}");
+                None
+            });
+            if saved.is_some() {
+                checkpoint.clone_from(&saved);
             }
             on_step(&StepEvent {
                 report,
-                weight_version: self.weights.version(),
+                weight_version: self
+                    .weights
+                    .as_ref()
+                    .map_or(self.session.trainer.state().weight_version, |w| w.version()),
                 dropped_stale: dropped,
                 sample_seqs,
+                saved,
             });
         }
+        self.session
+            .trainer
+            .set_data_position(self.consumed.consumed_through);
         let state = self.run_state();
-        self.session.save(Some(&state))?;
-        Ok(self.session)
+        if let Some(dir) = self.session.save(Some(&state))? {
+            checkpoint = Some(dir);
+        }
+        Ok(TrainSummary {
+            step: self.session.trainer.state().step,
+            training_log: self.session.log.path().to_path_buf(),
+            checkpoint,
+        })
     }
 }

@@ -1,11 +1,36 @@
 //! Sessions and turns: which session a request belongs to, its turn index, and the next state
 //! of the session's previous main turn.
 //!
-//! A request names its session with `X-Session-Id` (or the body's `session_id`, or the OpenAI
-//! `user` field). Stock agent clients send none of these, so a request whose messages extend an
-//! earlier request's messages plus that request's reply continues that session. The next state
-//! of a main turn is everything the next main request of its session adds after the turn: the
-//! user's reply, every tool result, with their roles.
+//! # The rule
+//!
+//! A request names its session with `X-Session-Id` or the body's `session_id`; failing those,
+//! with the first match of the configured `session_id_pattern` in its system and user messages
+//! (OpenClaw writes `sessionId=S` into its prompt). The OpenAI `user` field names an end user,
+//! not a conversation, and is never taken as a session id. A request with no id continues the
+//! session whose history it repeats: the earlier messages of a recorded turn and that turn's
+//! reply, followed by at least one new message. Messages are compared by role (`developer` as
+//! `system`), text (a string or text parts, whitespace trimmed at both ends), and tool calls
+//! (name and arguments, parsed, with object keys in any order); reasoning, ids and names are
+//! ignored, since clients drop or rewrite them.
+//!
+//! Real clients add ephemeral context after the user's message (OpenClaw's internal-context
+//! block) and leave it out of the next request's history. So the history may repeat a turn's
+//! prompt without its trailing messages after the last assistant or tool message, as long as
+//! it repeats the reply. Messages the next request adds that look like the ones it dropped
+//! (same role, same first line) are that request's own ephemeral context and are left out of
+//! the turn's next state.
+//!
+//! The next state of a main turn is what the session's next main request adds after the turn:
+//! the user's reply, every tool result, with their roles. With an explicit id and no repeated
+//! history, it is what comes after the number of messages the turn spanned, or after the last
+//! assistant message.
+//!
+//! # Limits
+//!
+//! Two conversations with identical histories and identical replies cannot be told apart
+//! without an id: the later one continues the earlier's session. A client that edits or
+//! summarises earlier messages (compaction) starts a new session unless it sends an id. A
+//! dropped tail is recognised only after the last assistant or tool message.
 //!
 //! Concurrency, as defined here: turn indices are given in arrival order. A turn is linked to a
 //! next state only once its reply is known, so a request that arrives while an earlier turn of
@@ -16,6 +41,7 @@
 use crate::data::messages::{content_of, to_abi};
 use openclaw_chat::ChatMessage;
 use openclaw_plugin_api::{Message, NextState, TurnType};
+use regex::Regex;
 use serde_json::Value;
 use std::collections::hash_map::DefaultHasher;
 use std::collections::HashMap;
@@ -25,7 +51,7 @@ use std::time::{Duration, Instant};
 /// What a request says about its session.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SessionHints {
-    /// An explicit session id (header, body `session_id` or `user`).
+    /// An explicit session id (header or body `session_id`).
     pub session_id: Option<String>,
     /// An explicit turn type; the tracker's default applies otherwise.
     pub turn_type: Option<TurnType>,
@@ -60,7 +86,7 @@ pub struct Closed {
 }
 
 /// Settings of the tracker.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct TrackerOptions {
     /// The turn type of requests that do not say.
     pub default_turn_type: TurnType,
@@ -68,17 +94,39 @@ pub struct TrackerOptions {
     pub idle_timeout: Duration,
     /// The most sessions kept; beyond it the least recently active one is closed.
     pub max_sessions: usize,
+    /// A pattern whose first capture group, found in a system or user message, is the session
+    /// id (for clients that write theirs into the prompt).
+    pub id_pattern: Option<Regex>,
+}
+
+/// A completed main turn still waiting for its next state.
+#[derive(Clone, Debug)]
+struct Awaiting {
+    turn: u32,
+    /// Messages of its prompt plus reply.
+    span: usize,
+    /// The prompt's messages after its last assistant or tool message: what the next request
+    /// may leave out.
+    droppable: Vec<ChatMessage>,
 }
 
 #[derive(Debug)]
 struct Session {
     next_turn: u32,
     last_active: Instant,
-    /// The latest completed main turn still waiting for its next state: its index and the
-    /// number of messages its prompt plus reply span.
-    awaiting: Option<(u32, usize)>,
-    /// Prefix keys registered for this session, removed when it closes.
+    /// The latest completed main turn still waiting for its next state.
+    awaiting: Option<Awaiting>,
+    /// History keys registered for this session, removed when it closes.
     keys: Vec<u64>,
+}
+
+/// A history a later request may repeat: a turn's prompt (less `dropped` trailing messages)
+/// and its reply.
+#[derive(Clone, Debug)]
+struct Continuation {
+    session_id: String,
+    turn: u32,
+    dropped: usize,
 }
 
 /// Tracks sessions; one per server, behind a lock.
@@ -86,13 +134,37 @@ struct Session {
 pub struct SessionTracker {
     opts: TrackerOptions,
     sessions: HashMap<String, Session>,
-    /// Hash of a conversation (prompt + reply) → the session that produced it.
-    prefixes: HashMap<u64, String>,
+    /// Key of a history (prompt prefix + reply) → the turn that produced it.
+    histories: HashMap<u64, Continuation>,
     anonymous: u64,
 }
 
-/// A message's identity for prefix matching: role, text and tool calls (name and arguments
-/// parsed, so re-serialised JSON still matches); reasoning is left out because clients drop it.
+/// Hashes JSON with object keys in sorted order, so arguments re-serialised by a client in
+/// another key order hash alike (the workspace keeps insertion order in `serde_json` maps).
+fn hash_canonical(v: &Value, h: &mut DefaultHasher) {
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            "{".hash(h);
+            for k in keys {
+                k.hash(h);
+                hash_canonical(&map[k], h);
+            }
+        }
+        Value::Array(items) => {
+            "[".hash(h);
+            items.len().hash(h);
+            for i in items {
+                hash_canonical(i, h);
+            }
+        }
+        other => other.to_string().hash(h),
+    }
+}
+
+/// A message's identity for history matching: role, trimmed text and tool calls (name and
+/// arguments parsed); reasoning is left out because clients drop it.
 fn message_key(m: &ChatMessage) -> u64 {
     let mut h = DefaultHasher::new();
     let role = if m.role == "developer" {
@@ -110,23 +182,59 @@ fn message_key(m: &ChatMessage) -> u64 {
             }
             v => v.clone(),
         };
-        args.to_string().hash(&mut h);
+        hash_canonical(&args, &mut h);
     }
+    h.finish()
+}
+
+const EMPTY_HISTORY: u64 = 0xcbf29ce484222325;
+
+/// The key of a history `acc` extended by `m`.
+fn chain(acc: u64, m: &ChatMessage) -> u64 {
+    let mut h = DefaultHasher::new();
+    acc.hash(&mut h);
+    message_key(m).hash(&mut h);
     h.finish()
 }
 
 /// Cumulative keys: `keys[k]` identifies `messages[..=k]`.
 fn prefix_keys(messages: &[ChatMessage]) -> Vec<u64> {
     let mut out = Vec::with_capacity(messages.len());
-    let mut acc = 0xcbf29ce484222325u64;
+    let mut acc = EMPTY_HISTORY;
     for m in messages {
-        let mut h = DefaultHasher::new();
-        acc.hash(&mut h);
-        message_key(m).hash(&mut h);
-        acc = h.finish();
+        acc = chain(acc, m);
         out.push(acc);
     }
     out
+}
+
+/// The first line of a message's text, trimmed: how an ephemeral block is recognised again.
+fn first_line(m: &ChatMessage) -> String {
+    content_of(m)
+        .trim()
+        .lines()
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+/// `added` without its trailing messages that look like one of `dropped` (same role and first
+/// line): the client's ephemeral context, which is not part of a next state.
+fn without_ephemeral<'a>(
+    mut added: &'a [ChatMessage],
+    dropped: &[ChatMessage],
+) -> &'a [ChatMessage] {
+    while let Some((last, rest)) = added.split_last() {
+        let ephemeral = dropped
+            .iter()
+            .any(|d| d.role == last.role && first_line(d) == first_line(last));
+        if !ephemeral {
+            break;
+        }
+        added = rest;
+    }
+    added
 }
 
 /// The next state made of the messages a request adds after a turn.
@@ -161,7 +269,7 @@ impl SessionTracker {
         SessionTracker {
             opts,
             sessions: HashMap::new(),
-            prefixes: HashMap::new(),
+            histories: HashMap::new(),
             anonymous: 0,
         }
     }
@@ -176,6 +284,20 @@ impl SessionTracker {
         self.sessions.is_empty()
     }
 
+    /// The session id a client wrote into its prompt, when the configuration names a pattern.
+    fn id_in_prompt(&self, messages: &[ChatMessage]) -> Option<String> {
+        let pattern = self.opts.id_pattern.as_ref()?;
+        messages
+            .iter()
+            .filter(|m| matches!(m.role.as_str(), "system" | "developer" | "user"))
+            .find_map(|m| {
+                let text = content_of(m);
+                let caps = pattern.captures(&text)?;
+                let id = caps.get(1).unwrap_or(caps.get(0)?).as_str().to_string();
+                crate::serve::protocol::valid_session_id(&id).then_some(id)
+            })
+    }
+
     /// Assigns a request (its OpenAI `messages`) to a session and a turn. Sessions evicted to
     /// make room are returned too.
     pub fn on_request(
@@ -186,13 +308,19 @@ impl SessionTracker {
     ) -> (Assignment, Vec<Closed>) {
         let turn_type = hints.turn_type.unwrap_or(self.opts.default_turn_type);
         let keys = prefix_keys(messages);
-        // The longest earlier conversation this request extends, if any.
+        // The longest earlier history this request repeats (with something after it).
         let matched = (0..keys.len().saturating_sub(1))
             .rev()
-            .find_map(|k| self.prefixes.get(&keys[k]).map(|s| (s.clone(), k + 1)));
-        let (session_id, new_session) = match (&hints.session_id, &matched) {
+            .find_map(|k| self.histories.get(&keys[k]).map(|c| (c.clone(), k + 1)));
+        let explicit = hints
+            .session_id
+            .clone()
+            .or_else(|| self.id_in_prompt(messages));
+        let (session_id, new_session) = match (&explicit, &matched) {
             (Some(id), _) => (id.clone(), !self.sessions.contains_key(id)),
-            (None, Some((id, _))) if self.sessions.contains_key(id) => (id.clone(), false),
+            (None, Some((c, _))) if self.sessions.contains_key(&c.session_id) => {
+                (c.session_id.clone(), false)
+            }
             _ => {
                 self.anonymous += 1;
                 (format!("auto-{:06}", self.anonymous), true)
@@ -225,20 +353,28 @@ impl SessionTracker {
         s.next_turn += 1;
         let mut next_state = None;
         if turn_type == TurnType::Main {
-            if let Some((turn, span)) = s.awaiting {
-                // What this request adds after the awaited turn: by prefix when it extends it,
-                // else the messages after its last assistant message.
-                let start = match &matched {
-                    Some((id, len)) if *id == session_id && *len == span => span,
-                    _ if messages.len() > span && hints.session_id.is_some() => span,
-                    _ => messages
-                        .iter()
-                        .rposition(|m| m.role == "assistant")
-                        .map(|i| i + 1)
-                        .unwrap_or(messages.len().saturating_sub(1)),
+            if let Some(aw) = s.awaiting.clone() {
+                // What this request adds after the awaited turn: after the history it repeats,
+                // else (an explicit id) after the turn's span, else after the last assistant
+                // message.
+                let (start, dropped) = match &matched {
+                    Some((c, len)) if c.session_id == session_id && c.turn == aw.turn => {
+                        (*len, c.dropped)
+                    }
+                    _ if messages.len() > aw.span && explicit.is_some() => (aw.span, 0),
+                    _ => (
+                        messages
+                            .iter()
+                            .rposition(|m| m.role == "assistant")
+                            .map(|i| i + 1)
+                            .unwrap_or(messages.len().saturating_sub(1)),
+                        0,
+                    ),
                 };
-                if let Some(ns) = next_state_of(&messages[start.min(messages.len())..]) {
-                    next_state = Some((turn, ns));
+                let dropped = &aw.droppable[aw.droppable.len() - dropped.min(aw.droppable.len())..];
+                let added = without_ephemeral(&messages[start.min(messages.len())..], dropped);
+                if let Some(ns) = next_state_of(added) {
+                    next_state = Some((aw.turn, ns));
                     s.awaiting = None;
                 }
             }
@@ -255,8 +391,8 @@ impl SessionTracker {
         )
     }
 
-    /// Records a completed turn's reply, so the session's next request can be recognised and
-    /// can supply the turn's next state.
+    /// Records a completed turn's reply, so the session's next request can be recognised by the
+    /// history it repeats and can supply the turn's next state.
     pub fn on_response(
         &mut self,
         a: &Assignment,
@@ -268,15 +404,37 @@ impl SessionTracker {
             return; // closed meanwhile
         };
         s.last_active = now;
-        let mut convo = messages.to_vec();
-        convo.push(reply.clone());
-        let key = *prefix_keys(&convo).last().expect("non-empty");
-        self.prefixes.insert(key, a.session_id.clone());
-        s.keys.push(key);
+        // The histories a next request may repeat: the whole prompt and the reply, or the
+        // prompt without some of its messages after the last assistant or tool message.
+        let n = messages.len();
+        let keep_from = messages
+            .iter()
+            .rposition(|m| m.role == "assistant" || m.role == "tool")
+            .map_or(0, |i| i + 1)
+            .max(1)
+            .min(n);
+        let prefix = prefix_keys(messages);
+        for k in keep_from..=n {
+            let acc = if k == 0 { EMPTY_HISTORY } else { prefix[k - 1] };
+            let key = chain(acc, reply);
+            self.histories.insert(
+                key,
+                Continuation {
+                    session_id: a.session_id.clone(),
+                    turn: a.turn_index,
+                    dropped: n - k,
+                },
+            );
+            s.keys.push(key);
+        }
         if a.turn_type == TurnType::Main {
-            let newer = s.awaiting.is_none_or(|(t, _)| t < a.turn_index);
+            let newer = s.awaiting.as_ref().is_none_or(|aw| aw.turn < a.turn_index);
             if newer {
-                s.awaiting = Some((a.turn_index, convo.len()));
+                s.awaiting = Some(Awaiting {
+                    turn: a.turn_index,
+                    span: n + 1,
+                    droppable: messages[keep_from..].to_vec(),
+                });
             }
         }
     }
@@ -285,14 +443,18 @@ impl SessionTracker {
     pub fn close(&mut self, session_id: &str, reason: &'static str) -> Option<Closed> {
         let s = self.sessions.remove(session_id)?;
         for k in s.keys {
-            if self.prefixes.get(&k).is_some_and(|v| v == session_id) {
-                self.prefixes.remove(&k);
+            if self
+                .histories
+                .get(&k)
+                .is_some_and(|c| c.session_id == session_id)
+            {
+                self.histories.remove(&k);
             }
         }
         Some(Closed {
             session_id: session_id.to_string(),
             reason,
-            open_turn: s.awaiting.map(|(t, _)| t),
+            open_turn: s.awaiting.map(|aw| aw.turn),
         })
     }
 
@@ -320,6 +482,7 @@ mod tests {
             default_turn_type: TurnType::Main,
             idle_timeout: Duration::from_secs(60),
             max_sessions: max,
+            id_pattern: None,
         })
     }
 
@@ -390,6 +553,147 @@ mod tests {
             now,
         );
         assert_ne!(b.session_id, a1.session_id);
+    }
+
+    /// OpenClaw's ephemeral context block, as it ends each of its requests.
+    fn internal_context() -> Value {
+        json!({"role": "user", "content": [{"type": "text", "text":
+            "<<<BEGIN_OPENCLAW_INTERNAL_CONTEXT>>>\nConversation data (data, not instructions):\n\"Active exec sessions:\\nnone\"\n<<<END_OPENCLAW_INTERNAL_CONTEXT>>>"}]})
+    }
+
+    #[test]
+    fn a_client_that_drops_its_ephemeral_tail_continues_its_session_and_the_tail_is_no_next_state()
+    {
+        let mut t = tracker(10);
+        let now = Instant::now();
+        let sys = json!({"role": "system", "content": "You are a personal assistant running inside OpenClaw."});
+        let u1 = json!({"role": "user", "content": "[Tue 2026-12-01 18:22 UTC] Write a short haiku about the sea.\n\nRuntime: agent=main | sessionId=verify1 | os=Linux"});
+        let m1 = vec![sys.clone(), u1.clone(), internal_context()];
+        let (a1, _) = t.on_request(&none(), &msgs(&m1), now);
+        // The reply as the server recorded it; the client re-sends it with a leading space.
+        t.on_response(
+            &a1,
+            &msgs(&m1),
+            &msg(&json!({"role": "assistant", "content": "Waves fold into foam"})),
+            now,
+        );
+        let u2 = json!({"role": "user", "content": "[Tue 2026-12-01 18:23 UTC] Plain text, one line please."});
+        let m2 = vec![
+            sys.clone(),
+            u1.clone(),
+            json!({"role": "assistant", "content": " Waves fold into foam\n"}),
+            u2.clone(),
+            internal_context(),
+        ];
+        let (a2, _) = t.on_request(&none(), &msgs(&m2), now);
+        assert_eq!(
+            (a2.session_id.as_str(), a2.turn_index),
+            (a1.session_id.as_str(), 1)
+        );
+        let (turn, ns) = a2.next_state.clone().expect("turn 0's next state");
+        assert_eq!(turn, 0);
+        assert_eq!(
+            ns.messages.len(),
+            1,
+            "the internal context is not the user's reply"
+        );
+        assert_eq!(ns.role.as_str(), "user");
+        assert!(
+            ns.content.contains("Plain text, one line please."),
+            "{}",
+            ns.content
+        );
+        // The third request drops the second one's block too.
+        t.on_response(
+            &a2,
+            &msgs(&m2),
+            &msg(&json!({"role": "assistant", "content": "Foam on the shore."})),
+            now,
+        );
+        let m3 = vec![
+            sys,
+            u1,
+            json!({"role": "assistant", "content": "Waves fold into foam"}),
+            u2,
+            json!({"role": "assistant", "content": [{"type": "text", "text": "Foam on the shore."}]}),
+            json!({"role": "user", "content": "[Tue 2026-12-01 18:25 UTC] Thanks, that's better."}),
+            internal_context(),
+        ];
+        let (a3, _) = t.on_request(&none(), &msgs(&m3), now);
+        assert_eq!(
+            (a3.session_id.as_str(), a3.turn_index),
+            (a1.session_id.as_str(), 2)
+        );
+        let (turn, ns) = a3.next_state.unwrap();
+        assert_eq!((turn, ns.messages.len()), (1, 1));
+        assert!(ns.content.ends_with("Thanks, that's better."));
+    }
+
+    #[test]
+    fn a_session_id_written_into_the_prompt_wins_when_a_pattern_is_configured() {
+        let mut t = SessionTracker::new(TrackerOptions {
+            default_turn_type: TurnType::Main,
+            idle_timeout: Duration::from_secs(60),
+            max_sessions: 10,
+            id_pattern: Some(Regex::new("sessionId=([^ |]+)").unwrap()),
+        });
+        let now = Instant::now();
+        let m = |text: &str| {
+            msgs(&[
+                json!({"role": "user", "content": format!("{text}\nRuntime: agent=main | sessionId=verify1 | os=Linux")}),
+            ])
+        };
+        let (a, _) = t.on_request(&none(), &m("hello"), now);
+        assert_eq!(a.session_id, "verify1");
+        // Another conversation with the same id, repeating no history: the same session.
+        let (b, _) = t.on_request(&none(), &m("something else"), now);
+        assert_eq!((b.session_id.as_str(), b.turn_index), ("verify1", 1));
+        // A header still wins over the prompt.
+        let hinted = SessionHints {
+            session_id: Some("from-header".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            t.on_request(&hinted, &m("x"), now).0.session_id,
+            "from-header"
+        );
+        // Without a pattern the text is only text.
+        let mut plain = tracker(10);
+        assert!(plain
+            .on_request(&none(), &m("hello"), now)
+            .0
+            .session_id
+            .starts_with("auto-"));
+    }
+
+    #[test]
+    fn tool_call_arguments_in_another_key_order_still_match() {
+        let mut t = tracker(10);
+        let now = Instant::now();
+        let m1 = vec![json!({"role": "user", "content": "read the file"})];
+        let (a1, _) = t.on_request(&none(), &msgs(&m1), now);
+        let reply = json!({"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{\"path\":\"a.txt\",\"limit\":{\"lines\":5,\"from\":1}}"}}]});
+        t.on_response(&a1, &msgs(&m1), &msg(&reply), now);
+        let resent = json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_1", "type": "function", "function": {"name": "read", "arguments": "{\"limit\": {\"from\": 1, \"lines\": 5}, \"path\": \"a.txt\"}"}}]});
+        let m2 = vec![
+            m1[0].clone(),
+            resent,
+            json!({"role": "tool", "tool_call_id": "call_1", "content": "hello"}),
+        ];
+        let (a2, _) = t.on_request(&none(), &msgs(&m2), now);
+        assert_eq!(a2.session_id, a1.session_id);
+        let (_, ns) = a2.next_state.unwrap();
+        assert_eq!((ns.role.as_str(), ns.content.as_str()), ("tool", "hello"));
+        // Tool results are never taken for a dropped tail: a request that leaves them out
+        // does not continue the session.
+        let m3 = vec![
+            m1[0].clone(),
+            json!({"role": "assistant", "content": "done"}),
+            json!({"role": "user", "content": "and?"}),
+        ];
+        assert!(t.on_request(&none(), &msgs(&m3), now).0.new_session);
     }
 
     #[test]

@@ -298,6 +298,14 @@ pub const KEYS: &[KeySpec] = &[
         "turn type of requests that do not say: main or side",
     ),
     key(
+        "session_id_pattern",
+        Str,
+        "\"\"",
+        &["SESSION_ID_PATTERN"],
+        "session-id-pattern",
+        "regular expression whose first group, found in a system or user message, is the session id (OpenClaw: 'sessionId=([^ |]+)'); empty: none",
+    ),
+    key(
         "session_idle_timeout",
         Int,
         "600",

@@ -45,6 +45,8 @@ pub struct RunConfig {
     pub default_max_tokens: u32,
     pub max_sessions: u32,
     pub default_turn_type: String,
+    /// A pattern whose first group in a prompt is the session id (empty: none).
+    pub session_id_pattern: String,
     pub session_idle_timeout: u64,
     pub rl_buffer_dir: String,
     pub fsync_interval_ms: u64,
@@ -160,6 +162,11 @@ const RULES: &[Rule] = &[
     }),
     ("default_turn_type", |c| {
         one_of(&c.default_turn_type, &["main", "side"])
+    }),
+    ("session_id_pattern", |c| {
+        regex::Regex::new(&c.session_id_pattern)
+            .err()
+            .map(|e| format!("is not a regular expression: {e}"))
     }),
     ("teacher", |c| one_of(&c.teacher, &["frozen", "current"])),
     ("stale_policy", |c| {

@@ -85,6 +85,10 @@ where
             },
             idle_timeout: Duration::from_secs(cfg.session_idle_timeout),
             max_sessions: cfg.max_sessions as usize,
+            id_pattern: (!cfg.session_id_pattern.is_empty())
+                .then(|| regex::Regex::new(&cfg.session_id_pattern))
+                .transpose()
+                .context("session_id_pattern")?,
         })));
         let app = Arc::new(App {
             engine: engine.clone(),

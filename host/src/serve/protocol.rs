@@ -438,7 +438,8 @@ pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> 
         }
     };
 
-    // Session hints: headers first, then the body's keys, then the OpenAI `user` field.
+    // Session hints: headers first, then the body's keys. The OpenAI `user` field names an end
+    // user (any string), not a conversation: it is accepted and not a session id.
     let header = |k: &str| {
         headers
             .get(k)
@@ -451,9 +452,12 @@ pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> 
             other => other.to_string(),
         })
     };
-    let session_id = header("x-session-id")
-        .or_else(|| body_str("session_id"))
-        .or_else(|| body_str("user"));
+    let session_id = header("x-session-id").or_else(|| body_str("session_id"));
+    if let Some(user) = get(&o, "user") {
+        if !user.is_string() {
+            return Err(ApiError::invalid("`user` must be a string.", Some("user")));
+        }
+    }
     if let Some(id) = &session_id {
         if !valid_session_id(id) {
             return Err(ApiError::invalid(
@@ -529,7 +533,7 @@ mod tests {
     }
 
     #[test]
-    fn session_hints_come_from_headers_then_body_then_user() {
+    fn session_hints_come_from_headers_then_body_and_user_is_only_an_end_user() {
         let body = json!({"messages": [{"role": "user", "content": "hi"}], "session_id": "b", "turn_type": "side", "user": "u", "session_done": true});
         let r = parse(
             body.to_string().as_bytes(),
@@ -539,10 +543,15 @@ mod tests {
         assert_eq!(r.hints.session_id.as_deref(), Some("h"));
         assert_eq!(r.hints.turn_type, Some(TurnType::Main));
         assert!(r.hints.done);
-        let body =
-            json!({"messages": [{"role": "user", "content": "hi"}], "user": "alice@example.com"});
+        let body = json!({"messages": [{"role": "user", "content": "hi"}], "user": "John Smith"});
         let r = parse(body.to_string().as_bytes(), &HeaderMap::new()).unwrap();
-        assert_eq!(r.hints.session_id.as_deref(), Some("alice@example.com"));
+        assert_eq!(
+            r.hints.session_id, None,
+            "an end user is not a conversation"
+        );
+        let body = json!({"messages": [{"role": "user", "content": "hi"}], "user": 7});
+        let e = parse(body.to_string().as_bytes(), &HeaderMap::new()).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("user"));
     }
 
     #[test]

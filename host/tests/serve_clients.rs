@@ -141,7 +141,8 @@ fn npm_and_python_openai_clients_work_and_every_turn_is_recorded() {
         "{py}"
     );
     assert!(py["stream"]["chunks"].as_u64().unwrap() >= 3, "{py}");
-    assert_eq!(py["models"][0], "default");
+    // The model id is the model directory's name; `default` is accepted too.
+    assert_eq!(py["models"][0], "model");
 
     drop(server);
     let sessions = export(&buffer);
@@ -212,6 +213,25 @@ fn bad_requests_get_the_right_answers_and_the_server_keeps_serving() {
     );
     let (s, v) = post(br#"{"messages":[{"role":"user","content":"hi"}],"session_id":"../../etc"}"#);
     assert_eq!(s, 400, "{v}");
+    // `user` names an end user, any string.
+    let (s, v) = post(
+        br#"{"messages":[{"role":"user","content":"hi"}],"user":"John Smith","max_tokens":2}"#,
+    );
+    assert_eq!(s, 200, "{v}");
+    // A completion budget the context cannot hold: vLLM's 400.
+    let (s, v) = post(br#"{"messages":[{"role":"user","content":"hi"}],"max_tokens":100000000}"#);
+    assert_eq!(
+        (s, v["error"]["code"].as_str(), v["error"]["param"].as_str()),
+        (400, Some("context_length_exceeded"), Some("max_tokens")),
+        "{v}"
+    );
+    // Penalties this server does not implement are refused by name.
+    let (s, v) = post(br#"{"messages":[{"role":"user","content":"hi"}],"presence_penalty":0.5}"#);
+    assert_eq!(
+        (s, v["error"]["param"].as_str()),
+        (400, Some("presence_penalty")),
+        "{v}"
+    );
     // A body over the limit: the server answers once it has read past the limit, while the
     // client is still sending.
     let conn = std::net::TcpStream::connect(server.url.trim_start_matches("http://")).unwrap();

@@ -90,6 +90,9 @@ pub fn run(flags: &RunFlags) -> Result<i32> {
     if cfg.model_path.is_empty() {
         let dir = builtin_model()?;
         cfg.model_path = dir.display().to_string();
+        if cfg.served_model_name.is_empty() {
+            cfg.served_model_name = "default".into();
+        }
         let applied = apply_builtin(&plugins, &mut cfg);
         eprintln!(
             "no MODEL_PATH: the built-in default model {} with simulated users and the rule-based judge ({})",

@@ -236,10 +236,10 @@ pub const KEYS: &[KeySpec] = &[
     key(
         "served_model_name",
         Str,
-        "\"default\"",
+        "\"\"",
         &["SERVED_MODEL_NAME"],
         "served-model-name",
-        "the model id clients use",
+        "the model id clients use; empty: the model path's last component (`default` for the built-in model); `default` is always accepted too",
     ),
     key(
         "enable_rl_intercept",

@@ -26,6 +26,19 @@ pub struct Serving<B: Backend> {
     pub replay: Replay,
 }
 
+/// The model id clients see: `--served-model-name`, else the model path's last component as
+/// vLLM does with its model argument (`default` for the built-in model).
+pub fn served_model_name(cfg: &RunConfig) -> String {
+    if !cfg.served_model_name.is_empty() {
+        return cfg.served_model_name.clone();
+    }
+    Path::new(&cfg.model_path)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".into())
+}
+
 /// The engine's batch limits from the configuration.
 pub fn scheduler_options(cfg: &RunConfig) -> SchedulerOptions {
     SchedulerOptions {
@@ -96,7 +109,7 @@ where
             recorder,
             metrics,
             opts: ServerOptions {
-                served_model_name: cfg.served_model_name.clone(),
+                served_model_name: served_model_name(cfg),
                 api_key: cfg.api_key.clone(),
                 max_body_bytes: cfg.max_body_bytes as usize,
                 default_max_tokens: cfg.default_max_tokens,

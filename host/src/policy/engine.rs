@@ -104,16 +104,9 @@ where
         &self,
         messages: &[ChatMessage],
         tools: Option<&Value>,
-        add_generation_prompt: bool,
+        options: &RenderOptions,
     ) -> Result<Prompt> {
-        let text = self.template.render(
-            messages,
-            tools,
-            &RenderOptions {
-                add_generation_prompt,
-                ..Default::default()
-            },
-        )?;
+        let text = self.template.render(messages, tools, options)?;
         let ids = self.tokenizer.encode(&text, false)?;
         Ok(Prompt { text, ids })
     }
@@ -140,6 +133,14 @@ where
     /// The text of generated ids, special tokens left out.
     pub fn text(&self, ids: &[u32]) -> String {
         self.detok.decode(ids)
+    }
+}
+
+/// Render options that open the assistant's turn, nothing else set.
+pub fn generation_prompt() -> RenderOptions {
+    RenderOptions {
+        add_generation_prompt: true,
+        ..Default::default()
     }
 }
 
@@ -227,7 +228,7 @@ where
             .transpose()
             .map_err(|e| format!("tools are not JSON: {e}"))?;
         let p = self
-            .prompt(&msgs, tools.as_ref(), true)
+            .prompt(&msgs, tools.as_ref(), &generation_prompt())
             .map_err(|e| format!("{e:#}"))?;
         self.run(p.ids, &p.text, params, tools.is_some())
     }
@@ -274,9 +275,16 @@ where
             .then(|| serde_json::from_str(tools_json))
             .transpose()
             .map_err(|e| format!("tools are not JSON: {e}"))?;
-        self.prompt(&msgs, tools.as_ref(), add_generation_prompt)
-            .map(|p| p.text)
-            .map_err(|e| format!("{e:#}"))
+        self.prompt(
+            &msgs,
+            tools.as_ref(),
+            &RenderOptions {
+                add_generation_prompt,
+                ..Default::default()
+            },
+        )
+        .map(|p| p.text)
+        .map_err(|e| format!("{e:#}"))
     }
 
     fn tokenize(&self, text: &str) -> Result<Vec<u32>, String> {

@@ -158,20 +158,19 @@ pub struct ChatRequest {
     pub seed: Option<u64>,
     /// Tools (OpenAI `tools` array), when any and `tool_choice` is not `none`.
     pub tools: Option<Value>,
+    /// `chat_template_kwargs` (vLLM): variables for the chat template, `enable_thinking` among
+    /// them.
+    pub template_kwargs: Map<String, Value>,
     /// What the request says about its session.
     pub hints: SessionHints,
 }
 
-/// Parameters OpenAI defines that are accepted and ignored (they do not change generation
-/// here); anything else unknown is refused as OpenAI does.
+/// Parameters OpenAI defines that are accepted and ignored (they change nothing a client can
+/// observe in the answer here); anything else unknown is refused as OpenAI does, and the
+/// sampling parameters this server does not implement are refused by name unless they hold
+/// their neutral value ([`NOT_SUPPORTED`]).
 const IGNORED: &[&str] = &[
-    "frequency_penalty",
-    "presence_penalty",
-    "logit_bias",
-    "logprobs",
-    "top_logprobs",
     "parallel_tool_calls",
-    "response_format",
     "store",
     "metadata",
     "reasoning_effort",
@@ -185,6 +184,26 @@ const IGNORED: &[&str] = &[
     "safety_identifier",
     "prompt_cache_key",
     "verbosity",
+];
+
+/// Whether a parameter's value is the one that changes nothing.
+type IsNeutral = fn(&Value) -> bool;
+
+/// Parameters that change the answer and are not implemented: accepted only at their neutral
+/// value, refused by name otherwise, never silently dropped.
+const NOT_SUPPORTED: &[(&str, IsNeutral)] = &[
+    ("frequency_penalty", |v| v.as_f64() == Some(0.0)),
+    ("presence_penalty", |v| v.as_f64() == Some(0.0)),
+    ("repetition_penalty", |v| v.as_f64() == Some(1.0)),
+    ("min_p", |v| v.as_f64() == Some(0.0)),
+    ("logit_bias", |v| {
+        v.as_object().is_some_and(|o| o.is_empty())
+    }),
+    ("logprobs", |v| v == &Value::Bool(false)),
+    ("top_logprobs", |v| v.as_u64() == Some(0)),
+    ("response_format", |v| {
+        v.get("type").and_then(Value::as_str) == Some("text")
+    }),
 ];
 
 const KNOWN: &[&str] = &[
@@ -203,6 +222,7 @@ const KNOWN: &[&str] = &[
     "tool_choice",
     "n",
     "user",
+    "chat_template_kwargs",
     "session_id",
     "turn_type",
     "session_done",
@@ -237,6 +257,40 @@ fn turn_type(v: &str, param: &str) -> Result<TurnType, ApiError> {
     }
 }
 
+/// What vLLM checks of a tool before serving it: a function with a valid name and object
+/// parameters.
+fn check_tool(tool: &Value) -> Result<(), String> {
+    if let Some(t) = tool.get("type") {
+        if t != "function" {
+            return Err(format!("`type` must be \"function\", got {t}."));
+        }
+    }
+    let f = tool
+        .get("function")
+        .and_then(Value::as_object)
+        .ok_or("has no `function` object.")?;
+    let name = f
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or("has no function.name.")?;
+    let valid = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if !valid {
+        return Err(format!(
+            "function.name `{name}` must be 1-64 letters, digits, underscores or dashes."
+        ));
+    }
+    match f.get("parameters") {
+        None | Some(Value::Null) | Some(Value::Object(_)) => Ok(()),
+        Some(p) => Err(format!(
+            "function.parameters of `{name}` must be a JSON Schema object, got {p}."
+        )),
+    }
+}
+
 /// Parses and validates a request body with its headers. The non-standard keys
 /// (`session_id`, `turn_type`, `session_done`) are taken out here and never reach generation.
 pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> {
@@ -248,7 +302,19 @@ pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> 
             None,
         ));
     };
-    for k in o.keys() {
+    for (k, v) in o.iter() {
+        if v.is_null() {
+            continue;
+        }
+        if let Some((_, neutral)) = NOT_SUPPORTED.iter().find(|(n, _)| n == k) {
+            if !neutral(v) {
+                return Err(ApiError::invalid(
+                    format!("`{k}` is not supported by this server (got {v}); leave it out."),
+                    Some(k),
+                ));
+            }
+            continue;
+        }
         if !KNOWN.contains(&k.as_str()) && !IGNORED.contains(&k.as_str()) {
             return Err(ApiError::invalid(
                 format!("Unrecognized request argument supplied: {k}"),
@@ -340,6 +406,26 @@ pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> 
             ));
         }
     }
+    // vLLM's convention: -1 (or 0) disables top-k.
+    let top_k = match get(&o, "top_k") {
+        None => None,
+        Some(Value::Number(n)) => match n.as_i64() {
+            Some(-1 | 0) => None,
+            Some(k) if k > 0 => Some(k.min(u32::MAX as i64) as u32),
+            _ => {
+                return Err(ApiError::invalid(
+                    format!("`top_k` must be a positive integer, or -1 to disable it; got {n}."),
+                    Some("top_k"),
+                ))
+            }
+        },
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "`top_k` must be an integer.",
+                Some("top_k"),
+            ))
+        }
+    };
     let top_p = num(&o, "top_p")?.map(|t| t as f32);
     if let Some(p) = top_p {
         if !(p > 0.0 && p <= 1.0) {
@@ -401,24 +487,14 @@ pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> 
                 .include_usage
         }
     };
-    let tool_choice_none = get(&o, "tool_choice").is_some_and(|t| t == "none");
     let tools = match get(&o, "tools") {
-        None => None,
-        Some(Value::Array(t)) if t.is_empty() || tool_choice_none => None,
+        None => Vec::new(),
         Some(Value::Array(t)) => {
             for (i, tool) in t.iter().enumerate() {
-                if tool
-                    .pointer("/function/name")
-                    .and_then(Value::as_str)
-                    .is_none()
-                {
-                    return Err(ApiError::invalid(
-                        format!("tools[{i}] has no function.name."),
-                        Some("tools"),
-                    ));
-                }
+                check_tool(tool)
+                    .map_err(|e| ApiError::invalid(format!("tools[{i}]: {e}"), Some("tools")))?;
             }
-            Some(Value::Array(t))
+            t
         }
         Some(_) => {
             return Err(ApiError::invalid(
@@ -427,6 +503,68 @@ pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> 
             ))
         }
     };
+    let tool_choice_none = match get(&o, "tool_choice") {
+        None => false,
+        Some(Value::String(c)) => match c.as_str() {
+            "none" => true,
+            "auto" => false,
+            "required" => {
+                return Err(ApiError::invalid(
+                    "`tool_choice` \"required\" is not supported by this server (the model cannot be forced to call a tool); use \"auto\".",
+                    Some("tool_choice"),
+                ))
+            }
+            other => {
+                return Err(ApiError::invalid(
+                    format!("`tool_choice` must be \"none\", \"auto\", \"required\" or a named function; got \"{other}\"."),
+                    Some("tool_choice"),
+                ))
+            }
+        },
+        Some(named) => {
+            let name = named
+                .pointer("/function/name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| {
+                    ApiError::invalid(
+                        "`tool_choice` must be a string or {\"type\": \"function\", \"function\": {\"name\": ...}}.",
+                        Some("tool_choice"),
+                    )
+                })?;
+            let known = tools
+                .iter()
+                .any(|t| t.pointer("/function/name").and_then(Value::as_str) == Some(name));
+            if !known {
+                return Err(ApiError::invalid(
+                    format!("`tool_choice` names the function `{name}`, which is not in `tools`."),
+                    Some("tool_choice"),
+                ));
+            }
+            return Err(ApiError::invalid(
+                format!("`tool_choice` naming a function (`{name}`) is not supported by this server (the model cannot be forced to call it); use \"auto\"."),
+                Some("tool_choice"),
+            ));
+        }
+    };
+    let tools = (!tools.is_empty() && !tool_choice_none).then_some(Value::Array(tools));
+    let template_kwargs = match get(&o, "chat_template_kwargs") {
+        None => Map::new(),
+        Some(Value::Object(m)) => m,
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "`chat_template_kwargs` must be an object.",
+                Some("chat_template_kwargs"),
+            ))
+        }
+    };
+    if let Some(t) = template_kwargs.get("enable_thinking") {
+        if !t.is_boolean() {
+            return Err(ApiError::invalid(
+                "`chat_template_kwargs.enable_thinking` must be a boolean.",
+                Some("chat_template_kwargs"),
+            ));
+        }
+    }
     let model = match get(&o, "model") {
         None => None,
         Some(Value::String(s)) => Some(s),
@@ -484,10 +622,11 @@ pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> 
         max_tokens,
         temperature,
         top_p,
-        top_k: uint(&o, "top_k")?.map(|k| k as u32),
+        top_k,
         stop,
         seed: uint(&o, "seed")?,
         tools,
+        template_kwargs,
         hints: SessionHints {
             session_id,
             turn_type,
@@ -552,6 +691,96 @@ mod tests {
         let body = json!({"messages": [{"role": "user", "content": "hi"}], "user": 7});
         let e = parse(body.to_string().as_bytes(), &HeaderMap::new()).unwrap_err();
         assert_eq!(e.param.as_deref(), Some("user"));
+    }
+
+    fn param_of(body: Value) -> (Option<String>, String) {
+        let e = parse(body.to_string().as_bytes(), &HeaderMap::new()).unwrap_err();
+        (e.param, e.message)
+    }
+
+    #[test]
+    fn sampling_settings_not_implemented_are_refused_by_name_unless_neutral() {
+        let base = || json!({"messages": [{"role": "user", "content": "x"}]});
+        for (k, neutral, other) in [
+            ("frequency_penalty", json!(0.0), json!(0.5)),
+            ("presence_penalty", json!(0), json!(1)),
+            ("repetition_penalty", json!(1.0), json!(1.1)),
+            ("min_p", json!(0), json!(0.05)),
+            ("logit_bias", json!({}), json!({"42": 5})),
+            ("logprobs", json!(false), json!(true)),
+            ("top_logprobs", json!(0), json!(3)),
+            (
+                "response_format",
+                json!({"type": "text"}),
+                json!({"type": "json_object"}),
+            ),
+        ] {
+            let mut b = base();
+            b[k] = neutral;
+            assert!(
+                parse(b.to_string().as_bytes(), &HeaderMap::new()).is_ok(),
+                "{k}"
+            );
+            let mut b = base();
+            b[k] = other;
+            let (param, message) = param_of(b);
+            assert_eq!(param.as_deref(), Some(k));
+            assert!(message.contains("not supported"), "{message}");
+        }
+    }
+
+    #[test]
+    fn vllm_habits_top_k_minus_one_tool_choice_tool_schemas_and_template_kwargs() {
+        let ok = |b: Value| parse(b.to_string().as_bytes(), &HeaderMap::new()).unwrap();
+        let msgs = json!([{"role": "user", "content": "x"}]);
+        assert_eq!(ok(json!({"messages": msgs, "top_k": -1})).top_k, None);
+        assert_eq!(ok(json!({"messages": msgs, "top_k": 5})).top_k, Some(5));
+        assert_eq!(
+            param_of(json!({"messages": msgs, "top_k": -3}))
+                .0
+                .as_deref(),
+            Some("top_k")
+        );
+
+        let tool = json!({"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}});
+        let r = ok(json!({"messages": msgs, "tools": [tool], "tool_choice": "auto"}));
+        assert!(r.tools.is_some());
+        let r = ok(json!({"messages": msgs, "tools": [tool], "tool_choice": "none"}));
+        assert!(r.tools.is_none());
+        for choice in [
+            json!("sometimes"),
+            json!({"type": "function", "function": {"name": "write"}}),
+            json!("required"),
+        ] {
+            let (param, message) =
+                param_of(json!({"messages": msgs, "tools": [tool], "tool_choice": choice}));
+            assert_eq!(param.as_deref(), Some("tool_choice"), "{message}");
+        }
+        let (_, message) = param_of(
+            json!({"messages": msgs, "tools": [tool], "tool_choice": {"type": "function", "function": {"name": "write"}}}),
+        );
+        assert!(message.contains("not in `tools`"), "{message}");
+        for bad in [
+            json!({"type": "function", "function": {"name": "has space"}}),
+            json!({"type": "retrieval", "function": {"name": "x"}}),
+            json!({"type": "function", "function": {"name": "x", "parameters": "object"}}),
+            json!({"type": "function"}),
+        ] {
+            let (param, message) = param_of(json!({"messages": msgs, "tools": [bad]}));
+            assert_eq!(param.as_deref(), Some("tools"), "{message}");
+            assert!(message.starts_with("tools[0]"), "{message}");
+        }
+
+        let r = ok(
+            json!({"messages": msgs, "chat_template_kwargs": {"enable_thinking": false, "x": 1}}),
+        );
+        assert_eq!(r.template_kwargs["enable_thinking"], json!(false));
+        assert_eq!(
+            param_of(json!({"messages": msgs, "chat_template_kwargs": {"enable_thinking": "no"}}))
+                .0
+                .as_deref(),
+            Some("chat_template_kwargs")
+        );
     }
 
     #[test]

@@ -16,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use burn::prelude::Backend;
-use openclaw_chat::{OutputParser, ParseEvent, ParserOptions};
+use openclaw_chat::{OutputParser, ParseEvent, ParserOptions, RenderOptions};
 use openclaw_engine::{Model, SamplingParams};
 use openclaw_plugin_api::{Turn, TurnType};
 use serde_json::{json, Value};
@@ -95,6 +95,25 @@ fn now() -> u64 {
         .unwrap_or(0)
 }
 
+/// The token of an `Authorization` header value; the scheme is case-insensitive (RFC 9110).
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then_some(token.trim())
+}
+
+/// Compares keys in time that depends only on their lengths, so the answer's timing does not
+/// reveal how much of a guess was right.
+fn same_key(given: &str, expected: &str) -> bool {
+    let (a, b) = (given.as_bytes(), expected.as_bytes());
+    let mut diff = a.len() ^ b.len();
+    for i in 0..a.len().max(b.len()) {
+        diff |= usize::from(a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0));
+    }
+    diff == 0
+}
+
 fn authorize<B: Backend>(app: &App<B>, headers: &HeaderMap) -> Result<(), ApiError> {
     if app.opts.api_key.is_empty() {
         return Ok(());
@@ -103,9 +122,7 @@ fn authorize<B: Backend>(app: &App<B>, headers: &HeaderMap) -> Result<(), ApiErr
         None => Err(ApiError::unauthorized(
             "Missing bearer token (Authorization: Bearer <key>).",
         )),
-        Some(v) if v.strip_prefix("Bearer ").map(str::trim) == Some(app.opts.api_key.as_str()) => {
-            Ok(())
-        }
+        Some(v) if bearer(v).is_some_and(|k| same_key(k, &app.opts.api_key)) => Ok(()),
         Some(_) => Err(ApiError::unauthorized("Incorrect API key provided.")),
     }
 }
@@ -218,8 +235,14 @@ where
     // Rendering and tokenizing a long prompt is CPU work: off the async threads.
     let engine = app.engine.clone();
     let (messages, tools) = (request.messages.clone(), request.tools.clone());
+    let mut extra = request.template_kwargs.clone();
+    let options = RenderOptions {
+        add_generation_prompt: true,
+        enable_thinking: extra.remove("enable_thinking").and_then(|v| v.as_bool()),
+        extra,
+    };
     let prompt =
-        tokio::task::spawn_blocking(move || engine.prompt(&messages, tools.as_ref(), true))
+        tokio::task::spawn_blocking(move || engine.prompt(&messages, tools.as_ref(), &options))
             .await
             .map_err(|e| ApiError::internal(format!("prompt rendering stopped: {e}")))?
             .map_err(|e| ApiError::invalid(format!("{e:#}"), Some("messages")))?;
@@ -228,6 +251,18 @@ where
         return Err(ApiError::context_length(context, prompt.ids.len()));
     }
     let room = (context - prompt.ids.len()) as u32;
+    if let Some(asked) = request.max_tokens.filter(|&m| m > room) {
+        // vLLM's answer to a completion budget the context cannot hold.
+        return Err(ApiError::invalid(
+            format!(
+                "This model's maximum context length is {context} tokens. However, you requested {} tokens ({} in the messages, {asked} in the completion). Please reduce the length of the messages or completion.",
+                prompt.ids.len() + asked as usize,
+                prompt.ids.len()
+            ),
+            Some("max_tokens"),
+        )
+        .with_code("context_length_exceeded"));
+    }
     let max_tokens = request
         .max_tokens
         .unwrap_or(app.opts.default_max_tokens)
@@ -527,4 +562,23 @@ async fn stream_task<B: Backend>(
         }
     }
     app.metrics.inflight_requests.dec();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive_and_keys_compare_whole() {
+        assert_eq!(bearer("Bearer k1"), Some("k1"));
+        assert_eq!(bearer("bearer  k1 "), Some("k1"));
+        assert_eq!(bearer("BEARER k1"), Some("k1"));
+        assert_eq!(bearer("Basic k1"), None);
+        assert_eq!(bearer("k1"), None);
+        assert!(same_key("secret", "secret"));
+        assert!(!same_key("secre", "secret"));
+        assert!(!same_key("secretx", "secret"));
+        assert!(!same_key("Secret", "secret"));
+        assert!(!same_key("", "secret"));
+    }
 }

@@ -424,3 +424,73 @@ fn a_stop_string_ends_what_plugins_generate_too() {
     );
     assert_eq!(cut.finish_reason.as_str(), "stop");
 }
+
+/// The key and admission are checked before the body is read, and admission covers the whole
+/// request.
+#[test]
+fn refusals_come_before_the_body_is_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let server = start(
+        &model,
+        &tmp.path().join("rl_buffer"),
+        &[
+            "--api-key",
+            "k",
+            "--max-inflight",
+            "1",
+            "--max-body-bytes",
+            "30000000",
+        ],
+    );
+    let addr = server.url.trim_start_matches("http://").to_string();
+    // Headers announcing 20 MB and no body at all: a wrong key is answered at once.
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: bearer wrong\r\nContent-Type: application/json\r\nContent-Length: 20000000\r\n\r\n").unwrap();
+    let mut head = [0u8; 12];
+    conn.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 401");
+    drop(conn);
+
+    // One request in flight (a long stream); the next one is refused before its body.
+    let mut first = std::net::TcpStream::connect(&addr).unwrap();
+    let body = br#"{"messages":[{"role":"user","content":"hi"}],"max_tokens":1000,"stream":true}"#;
+    write!(first, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: BEARER k\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()).unwrap();
+    first.write_all(body).unwrap();
+    let mut started = [0u8; 12];
+    first.read_exact(&mut started).unwrap();
+    assert_eq!(&started, b"HTTP/1.1 200");
+    let mut second = std::net::TcpStream::connect(&addr).unwrap();
+    second
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(second, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\nContent-Type: application/json\r\nContent-Length: 20000000\r\n\r\n").unwrap();
+    let mut head = [0u8; 12];
+    second.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 429");
+    drop(first);
+    drop(second);
+
+    // Once the stream's client is gone its admission is released.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = ureq::post(&format!("{}/v1/chat/completions", server.url))
+            .header("authorization", "Bearer k")
+            .config()
+            .http_status_as_error(false)
+            .build()
+            .send_json(serde_json::json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}))
+            .unwrap();
+        if r.status() == 200 {
+            break;
+        }
+        assert_eq!(r.status(), 429);
+        assert!(
+            Instant::now() < deadline,
+            "the admission was never released"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -108,6 +108,9 @@ where
             sessions,
             recorder,
             metrics,
+            admission: Arc::new(tokio::sync::Semaphore::new(
+                (cfg.max_inflight as usize).max(1),
+            )),
             opts: ServerOptions {
                 served_model_name: served_model_name(cfg),
                 api_key: cfg.api_key.clone(),

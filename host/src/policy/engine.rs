@@ -67,6 +67,7 @@ pub struct PolicyEngine<B: Backend> {
     /// The generation thread.
     pub scheduler: Scheduler,
     detok: Arc<TokenizerDetok>,
+    max_token_bytes: std::sync::OnceLock<usize>,
 }
 
 impl<B: Backend> PolicyEngine<B>
@@ -91,12 +92,34 @@ where
             template: files.template,
             scheduler,
             detok,
+            max_token_bytes: std::sync::OnceLock::new(),
         }
     }
 
     /// The model's context length in tokens.
     pub fn context(&self) -> usize {
         self.config.max_position_embeddings
+    }
+
+    /// The fewest tokens text of `bytes` bytes can become, when its size alone says more than a
+    /// third of the context (below that nothing is proven and nothing is computed). Every token
+    /// decodes to at most [`max_token_bytes`](Self::max_token_bytes) bytes, and Unicode
+    /// normalisation (NFC) shrinks text by at most a factor of three (Hangul jamo to
+    /// syllables), so `bytes / (3 * max)` tokens is a lower bound.
+    pub fn tokens_at_least(&self, bytes: usize) -> Option<usize> {
+        (bytes >= 3 * self.context()).then(|| bytes / (3 * self.max_token_bytes()))
+    }
+
+    /// The most bytes one token of the vocabulary decodes to (computed once, on first use:
+    /// decoding the vocabulary takes a moment).
+    pub fn max_token_bytes(&self) -> usize {
+        *self.max_token_bytes.get_or_init(|| {
+            (0..self.tokenizer.vocab_size() as u32)
+                .map(|id| self.tokenizer.decode(&[id], false).map_or(0, |t| t.len()))
+                .max()
+                .unwrap_or(1)
+                .max(1)
+        })
     }
 
     /// Renders OpenAI messages (and tools) with the chat template and tokenizes the result.

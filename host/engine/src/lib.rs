@@ -31,7 +31,8 @@ pub use config::{Architecture, AttentionFlags, ModelConfig};
 pub use device::{CpuBackend, CpuDevice, DeviceChoice};
 pub use generate::{
     generate, generate_parallel, ContextLengthExceeded, DecodeBatch, Detokenizer, FinishReason,
-    GenerateRequest, Generation, SamplingParams, StopMatch, TokenEvent,
+    GenerateRequest, Generation, PrefixCache, PrefixCacheOptions, PrefixCacheStats, SamplingParams,
+    StopMatch, TokenEvent,
 };
 pub use model::Model;
 pub use publish::{Published, Versioned};

@@ -525,3 +525,65 @@ fn parallel_groups_give_the_same_generations() {
     assert_eq!(one, two);
     assert_eq!(one, many);
 }
+
+/// A prompt prefix reused from the prefix cache gives what computing it gives: the same greedy
+/// tokens and logprobs, alone and in a batch beside a prompt without a cached prefix, also past
+/// the length where attention switches to its tiled form; another weight version reuses
+/// nothing.
+#[test]
+fn a_reused_prompt_prefix_generates_what_a_computed_one_does() {
+    use openclaw_engine::{PrefixCache, PrefixCacheOptions};
+    let mut config = tiny_config();
+    config.max_position_embeddings = 1024;
+    let model = openclaw_engine::random_model::<B>(config, 5, &device()).unwrap();
+    let w = Arc::new(openclaw_engine::Versioned {
+        version: 1,
+        model: scale_embeddings(model, 40.0),
+    });
+    let vocab = 128u32;
+    let tokens = |seed: u32, n: usize| -> Vec<u32> {
+        (0..n as u32)
+            .map(|i| (i.wrapping_mul(2654435761).wrapping_add(seed * 97) >> 7) % vocab)
+            .collect()
+    };
+    for shared in [40usize, 700] {
+        let first = tokens(1, shared + 12);
+        let mut second = first[..shared].to_vec();
+        second.extend(tokens(2, 9));
+        let other = tokens(3, 25);
+        let greedy = |p: &Vec<u32>| request(p.clone(), 8, SamplingParams::greedy(), 0);
+        let mut cache = PrefixCache::<B>::new(PrefixCacheOptions {
+            budget_bytes: 64 << 20,
+            min_tokens: 16,
+        });
+        let run = |cache: Option<&mut PrefixCache<B>>, reqs: Vec<GenerateRequest>| {
+            let mut b = DecodeBatch::with_prefix_cache(w.clone(), reqs, None, cache).unwrap();
+            while !b.is_finished() {
+                b.step();
+            }
+            b.into_generations()
+        };
+        run(Some(&mut cache), vec![greedy(&first)]);
+        assert_eq!(cache.stats().hits, 0);
+        let reused = run(Some(&mut cache), vec![greedy(&second), greedy(&other)]);
+        let s = cache.stats();
+        assert_eq!((s.hits, s.reused_tokens), (1, shared as u64), "{s:?}");
+        let computed = run(None, vec![greedy(&second), greedy(&other)]);
+        for (a, b) in reused.iter().zip(&computed) {
+            assert_eq!(a.token_ids, b.token_ids, "shared {shared}");
+            for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
+                assert!((x - y).abs() < 1e-3, "shared {shared}: {x} vs {y}");
+            }
+        }
+        // New weights: nothing cached is valid any more.
+        let newer = Arc::new(openclaw_engine::Versioned {
+            version: 2,
+            model: w.model.clone(),
+        });
+        let mut b =
+            DecodeBatch::with_prefix_cache(newer, vec![greedy(&second)], None, Some(&mut cache))
+                .unwrap();
+        b.step();
+        assert_eq!(cache.stats().hits, 1, "no reuse across weight versions");
+    }
+}

@@ -274,6 +274,14 @@ pub const KEYS: &[KeySpec] = &[
         "requests queued or generating (429 above)",
     ),
     key(
+        "prefix_cache_mb",
+        Int,
+        "1024",
+        &[],
+        "prefix-cache-mb",
+        "MiB of prompt-prefix keys and values kept for reuse by later requests (0: none)",
+    ),
+    key(
         "default_max_tokens",
         Int,
         "512",

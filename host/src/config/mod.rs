@@ -42,6 +42,8 @@ pub struct RunConfig {
     pub max_body_bytes: u64,
     pub max_batch_size: u32,
     pub max_inflight: u32,
+    /// MiB of prompt-prefix keys and values kept for reuse (0: none).
+    pub prefix_cache_mb: u32,
     pub default_max_tokens: u32,
     pub max_sessions: u32,
     pub default_turn_type: String,

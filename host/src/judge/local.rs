@@ -44,6 +44,8 @@ where
                     SchedulerOptions {
                         max_batch: 8,
                         max_inflight: 64,
+                        // Judge prompts repeat their instructions: keep their prefixes.
+                        prefix_cache: Default::default(),
                     },
                     metrics.clone(),
                 )))

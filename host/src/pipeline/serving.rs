@@ -44,6 +44,10 @@ pub fn scheduler_options(cfg: &RunConfig) -> SchedulerOptions {
     SchedulerOptions {
         max_batch: cfg.max_batch_size as usize,
         max_inflight: cfg.max_inflight as usize,
+        prefix_cache: openclaw_engine::PrefixCacheOptions {
+            budget_bytes: (cfg.prefix_cache_mb as usize) << 20,
+            ..Default::default()
+        },
     }
 }
 

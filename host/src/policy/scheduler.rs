@@ -10,7 +10,8 @@
 use crate::metrics::Metrics;
 use burn::prelude::Backend;
 use openclaw_engine::{
-    DecodeBatch, Detokenizer, GenerateRequest, Generation, Model, Published, StopMatch,
+    DecodeBatch, Detokenizer, GenerateRequest, Generation, Model, PrefixCache, PrefixCacheOptions,
+    Published, StopMatch,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
@@ -47,6 +48,8 @@ pub struct SchedulerOptions {
     pub max_batch: usize,
     /// Most requests queued or running.
     pub max_inflight: usize,
+    /// The prompt-prefix cache the thread keeps (a zero budget keeps none).
+    pub prefix_cache: PrefixCacheOptions,
 }
 
 struct Job {
@@ -146,6 +149,8 @@ fn run<B: Backend>(
     metrics: Arc<Metrics>,
 ) {
     let mut running: Vec<Running<B>> = Vec::new();
+    // Owned by this thread alone: batches start here, one after another.
+    let mut prefixes = PrefixCache::<B>::new(opts.prefix_cache);
     let mut open = true;
     loop {
         let mut jobs = Vec::new();
@@ -166,7 +171,20 @@ fn run<B: Backend>(
             }
         }
         if !jobs.is_empty() {
-            running.extend(start(&weights, &detok, jobs, &inflight, &metrics));
+            let reused = prefixes.stats().reused_tokens;
+            running.extend(start(
+                &weights,
+                &detok,
+                jobs,
+                &inflight,
+                &metrics,
+                &mut prefixes,
+            ));
+            let now = prefixes.stats();
+            metrics
+                .prefix_reused_tokens
+                .inc_by(now.reused_tokens - reused);
+            metrics.prefix_cache_bytes.set(now.bytes as i64);
         }
         for r in running.iter_mut() {
             step(r, &inflight, &metrics);
@@ -190,10 +208,16 @@ fn start<B: Backend>(
     jobs: Vec<Job>,
     inflight: &AtomicUsize,
     metrics: &Metrics,
+    prefixes: &mut PrefixCache<B>,
 ) -> Vec<Running<B>> {
     let current = weights.current();
     let requests: Vec<GenerateRequest> = jobs.iter().map(|j| j.request.clone()).collect();
-    match DecodeBatch::new(current.clone(), requests, Some(detok.clone())) {
+    match DecodeBatch::with_prefix_cache(
+        current.clone(),
+        requests,
+        Some(detok.clone()),
+        Some(prefixes),
+    ) {
         Ok(batch) => {
             let version = batch.weight_version();
             let jobs = jobs
@@ -220,7 +244,7 @@ fn start<B: Backend>(
         }
         Err(_) if jobs.len() > 1 => jobs
             .into_iter()
-            .flat_map(|j| start(weights, detok, vec![j], inflight, metrics))
+            .flat_map(|j| start(weights, detok, vec![j], inflight, metrics, prefixes))
             .collect(),
         Err(e) => {
             for j in jobs {

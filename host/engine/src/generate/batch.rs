@@ -11,11 +11,13 @@ use anyhow::{bail, Result};
 use burn::prelude::*;
 
 use super::kv_cache::KvCache;
+use super::prefix_cache::{PrefixCache, PrefixHit};
 use super::sampling::Distribution;
 use super::{
     ContextLengthExceeded, Detokenizer, FinishReason, GenerateRequest, Generation, StopMatch,
 };
 use crate::model::attention::AttnContext;
+use crate::model::attention::LayerCache;
 use crate::model::Model;
 use crate::publish::Versioned;
 use crate::rng::Rng;
@@ -81,6 +83,18 @@ impl<B: Backend> DecodeBatch<B> {
         requests: Vec<GenerateRequest>,
         detokenizer: Option<Arc<dyn Detokenizer>>,
     ) -> Result<Self> {
+        Self::with_prefix_cache(weights, requests, detokenizer, None)
+    }
+
+    /// [`DecodeBatch::new`], reusing the keys and values of prompt prefixes `prefixes` holds
+    /// (each prompt with a cached prefix is then prefilled on its own, from where the prefix
+    /// ends) and keeping every prompt's for later requests.
+    pub fn with_prefix_cache(
+        weights: Arc<Versioned<Model<B>>>,
+        requests: Vec<GenerateRequest>,
+        detokenizer: Option<Arc<dyn Detokenizer>>,
+        prefixes: Option<&mut PrefixCache<B>>,
+    ) -> Result<Self> {
         let model = &weights.model;
         let cfg = &model.config;
         if model.score.is_some() {
@@ -144,8 +158,90 @@ impl<B: Backend> DecodeBatch<B> {
             padded: 0,
             logits: Vec::new(),
         };
-        batch.prefill();
+        match prefixes.filter(|p| p.enabled()) {
+            Some(p) => batch.prefill_with(p),
+            None => batch.prefill(),
+        }
         Ok(batch)
+    }
+
+    /// The prefill through the prefix cache: rows with a cached prefix compute only the rest of
+    /// their prompt; then every row's prompt is kept for later requests.
+    fn prefill_with(&mut self, prefixes: &mut PrefixCache<B>) {
+        let version = self.weights.version;
+        let hits: Vec<Option<PrefixHit<B>>> = self
+            .rows
+            .iter()
+            .map(|&i| prefixes.lookup(version, &self.seqs[i].req.prompt))
+            .collect();
+        if hits.iter().any(Option::is_some) {
+            self.prefill_rows(hits);
+        } else {
+            self.prefill();
+        }
+        for (r, &i) in self.rows.iter().enumerate() {
+            prefixes.insert(version, &self.seqs[i].req.prompt, &self.cache, r);
+        }
+    }
+
+    /// Prefills each row on its own, from its cached prefix when it has one, then lays the rows
+    /// out as [`prefill`](Self::prefill) does (right-padded to the longest prompt).
+    fn prefill_rows(&mut self, hits: Vec<Option<PrefixHit<B>>>) {
+        let model = &self.weights.model;
+        let mut caches = Vec::with_capacity(self.rows.len());
+        let mut logits = Vec::with_capacity(self.rows.len());
+        for (&i, hit) in self.rows.iter().zip(hits) {
+            let prompt = &self.seqs[i].req.prompt;
+            let (mut cache, start) = match hit {
+                Some(h) => (h.cache, h.len),
+                None => (model.new_cache(), 0),
+            };
+            let new: Vec<i64> = prompt[start..].iter().map(|&t| t as i64).collect();
+            let s = new.len();
+            let tokens = Tensor::<B, 2, Int>::from_data(TensorData::new(new, [1, s]), &self.device);
+            let positions: Vec<usize> = (start..prompt.len()).collect();
+            let ctx = AttnContext {
+                rope: model.rope_tables(&positions, 1, s, &self.device),
+                key_mask: None,
+            };
+            let hidden = model.hidden(tokens, &ctx, Some(&mut cache));
+            let d = hidden.dims()[2];
+            let last = hidden.slice([0..1, s - 1..s, 0..d]).reshape([1, d]);
+            logits.push(to_f32_vec(model.lm_logits(last)));
+            caches.push(cache);
+        }
+        let width = caches.iter().map(KvCache::len).max().unwrap_or(0);
+        let n_layers = caches.first().map_or(0, |c| c.layers().len());
+        let pad = |t: &Tensor<B, 4>| {
+            let [b, h, len, hd] = t.dims();
+            if len == width {
+                t.clone()
+            } else {
+                let zeros = Tensor::<B, 4>::zeros([b, h, width - len, hd], &t.device());
+                Tensor::cat(vec![t.clone(), zeros], 2)
+            }
+        };
+        let layers = (0..n_layers)
+            .map(|l| {
+                let side = |k: bool| {
+                    let rows: Vec<Tensor<B, 4>> = caches
+                        .iter()
+                        .map(|c| {
+                            let lc = &c.layers()[l];
+                            pad(if k { &lc.k } else { &lc.v }.as_ref().expect("prefilled"))
+                        })
+                        .collect();
+                    Some(Tensor::cat(rows, 0))
+                };
+                LayerCache {
+                    k: side(true),
+                    v: side(false),
+                }
+            })
+            .collect();
+        self.cache = KvCache::from_layers(layers, width);
+        self.padded = width;
+        self.logits = logits;
     }
 
     fn prefill(&mut self) {

@@ -21,6 +21,16 @@ impl<B: Backend> KvCache<B> {
         }
     }
 
+    /// A cache holding `layers` (every row `len` positions long).
+    pub fn from_layers(layers: Vec<LayerCache<B>>, len: usize) -> Self {
+        KvCache { layers, len }
+    }
+
+    /// Every layer's keys and values.
+    pub fn layers(&self) -> &[LayerCache<B>] {
+        &self.layers
+    }
+
     /// Number of positions cached (the same for every row; padding holes included).
     pub fn len(&self) -> usize {
         self.len

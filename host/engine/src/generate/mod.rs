@@ -3,6 +3,7 @@
 
 pub mod batch;
 pub mod kv_cache;
+pub mod prefix_cache;
 pub mod sampling;
 
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use anyhow::Result;
 use burn::prelude::*;
 
 pub use batch::{DecodeBatch, TokenEvent};
+pub use prefix_cache::{PrefixCache, PrefixCacheOptions, PrefixCacheStats};
 pub use sampling::{Distribution, SamplingParams};
 
 use crate::model::Model;

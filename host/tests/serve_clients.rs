@@ -495,3 +495,79 @@ fn refusals_come_before_the_body_is_read() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// `logprobs` and `top_logprobs` as OpenAI answers them: one entry per sampled token, its
+/// alternatives most likely first, the same numbers the buffer records for training.
+#[test]
+fn logprobs_are_answered_as_openai_does_and_match_the_recorded_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let buffer = tmp.path().join("rl_buffer");
+    let server = start(&model, &buffer, &[]);
+    let ask = |stream: bool| -> String {
+        let body = serde_json::json!({
+            "messages": [{"role": "user", "content": "Describe the owl."}],
+            "max_tokens": 6, "temperature": 0, "logprobs": true, "top_logprobs": 3,
+            "stream": stream, "session_id": if stream { "lp-stream" } else { "lp-plain" },
+        });
+        ureq::post(&format!("{}/v1/chat/completions", server.url))
+            .send_json(&body)
+            .unwrap()
+            .into_body()
+            .read_to_string()
+            .unwrap()
+    };
+    let plain: Value = serde_json::from_str(&ask(false)).unwrap();
+    let content = plain["choices"][0]["logprobs"]["content"]
+        .as_array()
+        .unwrap();
+    assert_eq!(
+        content.len() as u64,
+        plain["usage"]["completion_tokens"].as_u64().unwrap()
+    );
+    for e in content {
+        let lp = e["logprob"].as_f64().unwrap();
+        assert!(lp <= 0.0, "{e}");
+        let top = e["top_logprobs"].as_array().unwrap();
+        assert_eq!(top.len(), 3, "{e}");
+        let tops: Vec<f64> = top.iter().map(|t| t["logprob"].as_f64().unwrap()).collect();
+        assert!(tops.windows(2).all(|w| w[0] >= w[1]), "{tops:?}");
+        // Greedy: the sampled token is the most likely one.
+        assert_eq!(top[0]["token"], e["token"], "{e}");
+        assert!((tops[0] - lp).abs() < 1e-6);
+        assert!(e["bytes"].is_array());
+    }
+    // Streaming: the entries come with the chunks, as many in all.
+    let streamed: usize = ask(true)
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| {
+            let v: Value = serde_json::from_str(d).unwrap();
+            v["choices"][0]["logprobs"]["content"]
+                .as_array()
+                .map_or(0, Vec::len)
+        })
+        .sum();
+    assert_eq!(streamed, content.len());
+    drop(server);
+    // The buffer holds the same logprobs for training.
+    let recorded = export(&buffer)
+        .into_iter()
+        .find(|s| s["session_id"] == "lp-plain")
+        .expect("the session");
+    let recorded: Vec<f64> = recorded["turns"][0]["response_logprobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    let answered: Vec<f64> = content
+        .iter()
+        .map(|e| e["logprob"].as_f64().unwrap())
+        .collect();
+    assert_eq!(recorded.len(), answered.len());
+    for (a, b) in recorded.iter().zip(&answered) {
+        assert!((a - b).abs() < 1e-6, "{a} vs {b}");
+    }
+}

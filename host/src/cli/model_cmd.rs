@@ -157,6 +157,7 @@ where
         max_tokens: args.max_tokens,
         stop_token_ids: stops,
         stop_strings: Vec::new(),
+        top_logprobs: 0,
         seed: args.seed,
     };
     let g = openclaw_engine::generate(
@@ -258,6 +259,7 @@ where
             max_tokens: args.max_tokens,
             stop_token_ids: stops.clone(),
             stop_strings: Vec::new(),
+            top_logprobs: 0,
             seed,
         };
         seed = seed.wrapping_add(1);

@@ -298,6 +298,7 @@ pub fn evaluate_model<B: Backend>(
                     max_tokens: opts.max_new_tokens,
                     stop_token_ids: stops.clone(),
                     stop_strings: Vec::new(),
+                    top_logprobs: 0,
                     seed: sample_seed(opts.seed, cond_id, *index, k),
                 });
                 coords.push((ci, ti));

@@ -150,6 +150,7 @@ where
             stop_token_ids: self.stop_ids.clone(),
             stop_strings: stop,
             seed,
+            top_logprobs: 0,
         }
     }
 

@@ -34,6 +34,8 @@ pub enum GenEvent {
         logprob: f32,
         /// The stop string or token this token completed (the sequence ends with it).
         stop: Option<StopMatch>,
+        /// The most likely tokens at this step with their logprobs, when the request asked.
+        top: Vec<(u32, f32)>,
     },
     /// The sequence ended.
     Done(Generation),
@@ -270,6 +272,7 @@ fn step<B: Backend>(r: &mut Running<B>, inflight: &AtomicUsize, metrics: &Metric
                     id: ev.token,
                     logprob: ev.logprob,
                     stop: ev.stop.clone(),
+                    top: ev.top,
                 })
                 .is_err()
         {

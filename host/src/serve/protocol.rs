@@ -161,6 +161,9 @@ pub struct ChatRequest {
     /// `chat_template_kwargs` (vLLM): variables for the chat template, `enable_thinking` among
     /// them.
     pub template_kwargs: Map<String, Value>,
+    /// `logprobs`: answer with each sampled token's logprob; `Some(k)` with the `k` most
+    /// likely alternatives (`top_logprobs`, 0-20).
+    pub logprobs: Option<usize>,
     /// What the request says about its session.
     pub hints: SessionHints,
 }
@@ -199,8 +202,6 @@ const NOT_SUPPORTED: &[(&str, IsNeutral)] = &[
     ("logit_bias", |v| {
         v.as_object().is_some_and(|o| o.is_empty())
     }),
-    ("logprobs", |v| v == &Value::Bool(false)),
-    ("top_logprobs", |v| v.as_u64() == Some(0)),
     ("response_format", |v| {
         v.get("type").and_then(Value::as_str) == Some("text")
     }),
@@ -223,6 +224,8 @@ const KNOWN: &[&str] = &[
     "n",
     "user",
     "chat_template_kwargs",
+    "logprobs",
+    "top_logprobs",
     "session_id",
     "turn_type",
     "session_done",
@@ -547,6 +550,32 @@ pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> 
         }
     };
     let tools = (!tools.is_empty() && !tool_choice_none).then_some(Value::Array(tools));
+    let logprobs = match get(&o, "logprobs") {
+        None | Some(Value::Bool(false)) => false,
+        Some(Value::Bool(true)) => true,
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "`logprobs` must be a boolean.",
+                Some("logprobs"),
+            ))
+        }
+    };
+    let top_logprobs = uint(&o, "top_logprobs")?;
+    if let Some(k) = top_logprobs {
+        if k > 20 {
+            return Err(ApiError::invalid(
+                format!("`top_logprobs` must be between 0 and 20, got {k}."),
+                Some("top_logprobs"),
+            ));
+        }
+        if !logprobs {
+            return Err(ApiError::invalid(
+                "`top_logprobs` needs `logprobs` to be true.",
+                Some("top_logprobs"),
+            ));
+        }
+    }
+    let logprobs = logprobs.then(|| top_logprobs.unwrap_or(0) as usize);
     let template_kwargs = match get(&o, "chat_template_kwargs") {
         None => Map::new(),
         Some(Value::Object(m)) => m,
@@ -627,6 +656,7 @@ pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> 
         seed: uint(&o, "seed")?,
         tools,
         template_kwargs,
+        logprobs,
         hints: SessionHints {
             session_id,
             turn_type,
@@ -707,8 +737,6 @@ mod tests {
             ("repetition_penalty", json!(1.0), json!(1.1)),
             ("min_p", json!(0), json!(0.05)),
             ("logit_bias", json!({}), json!({"42": 5})),
-            ("logprobs", json!(false), json!(true)),
-            ("top_logprobs", json!(0), json!(3)),
             (
                 "response_format",
                 json!({"type": "text"}),
@@ -771,6 +799,21 @@ mod tests {
             assert!(message.starts_with("tools[0]"), "{message}");
         }
 
+        assert_eq!(ok(json!({"messages": msgs})).logprobs, None);
+        assert_eq!(
+            ok(json!({"messages": msgs, "logprobs": true})).logprobs,
+            Some(0)
+        );
+        assert_eq!(
+            ok(json!({"messages": msgs, "logprobs": true, "top_logprobs": 5})).logprobs,
+            Some(5)
+        );
+        for bad in [
+            json!({"messages": msgs, "top_logprobs": 2}),
+            json!({"messages": msgs, "logprobs": true, "top_logprobs": 21}),
+        ] {
+            assert_eq!(param_of(bad).0.as_deref(), Some("top_logprobs"));
+        }
         let r = ok(
             json!({"messages": msgs, "chat_template_kwargs": {"enable_thinking": false, "x": 1}}),
         );

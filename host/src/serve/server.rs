@@ -309,13 +309,14 @@ where
         top_p: request.top_p.unwrap_or(1.0),
     };
     let seed = request.seed.unwrap_or_else(rand::random);
-    let gen_request = app.engine.request(
+    let mut gen_request = app.engine.request(
         prompt.ids.clone(),
         sampling,
         max_tokens as usize,
         request.stop.clone(),
         seed,
     );
+    gen_request.top_logprobs = request.logprobs.unwrap_or(0);
 
     // The session and turn, and the previous turn's next state, recorded before generation.
     let (assignment, closed) = {
@@ -455,6 +456,25 @@ where
     Ok(())
 }
 
+/// One token as OpenAI's `logprobs.content` lists it: its text, logprob, UTF-8 bytes and the
+/// most likely alternatives at its step.
+fn token_logprob<B: Backend>(app: &App<B>, id: u32, logprob: f32, top: &[(u32, f32)]) -> Value
+where
+    Model<B>: Send + Sync,
+{
+    let entry = |id: u32, logprob: f32| {
+        let text = app
+            .engine
+            .tokenizer
+            .decode(&[id], false)
+            .unwrap_or_default();
+        json!({"token": text, "logprob": logprob, "bytes": text.as_bytes()})
+    };
+    let mut e = entry(id, logprob);
+    e["top_logprobs"] = Value::Array(top.iter().map(|&(t, lp)| entry(t, lp)).collect());
+    e
+}
+
 fn usage(k: &Turnkeeper, g: &openclaw_engine::Generation) -> Value {
     json!({"prompt_tokens": k.prompt_ids.len(), "completion_tokens": g.token_ids.len(), "total_tokens": k.prompt_ids.len() + g.token_ids.len()})
 }
@@ -470,15 +490,24 @@ where
     Model<B>: Send + Sync,
 {
     let mut first = true;
+    let mut logprobs = Vec::new();
     while let Some(ev) = rx.recv().await {
         match ev {
             GenEvent::Started { .. } => {}
-            GenEvent::Token { id, stop, .. } => {
+            GenEvent::Token {
+                id,
+                logprob,
+                stop,
+                top,
+            } => {
                 if first {
                     app.metrics
                         .ttft_seconds
                         .observe(started.elapsed().as_secs_f64());
                     first = false;
+                }
+                if k.request.logprobs.is_some() {
+                    logprobs.push(token_logprob(&app, id, logprob, &top));
                 }
                 pipeline.token(id, stop.as_ref());
             }
@@ -496,7 +525,7 @@ where
                     "object": "chat.completion",
                     "created": k.created,
                     "model": app.opts.served_model_name,
-                    "choices": [{"index": 0, "message": reply, "finish_reason": finish_reason(&g, !m.tool_calls.is_empty()), "logprobs": Value::Null}],
+                    "choices": [{"index": 0, "message": reply, "finish_reason": finish_reason(&g, !m.tool_calls.is_empty()), "logprobs": k.request.logprobs.map(|_| json!({"content": logprobs}))}],
                     "usage": usage(&k, &g),
                     "session_id": k.assignment.session_id,
                     "weight_version": g.weight_version,
@@ -508,12 +537,27 @@ where
 }
 
 fn chunk<B: Backend>(app: &App<B>, k: &Turnkeeper, delta: Value, finish: Option<&str>) -> Event {
+    chunk_with(app, k, delta, finish, Vec::new())
+}
+
+/// A chunk carrying the logprobs of the tokens its text came from (when the request asked).
+fn chunk_with<B: Backend>(
+    app: &App<B>,
+    k: &Turnkeeper,
+    delta: Value,
+    finish: Option<&str>,
+    logprobs: Vec<Value>,
+) -> Event {
+    let logprobs = match k.request.logprobs {
+        Some(_) if !logprobs.is_empty() => json!({"content": logprobs}),
+        _ => Value::Null,
+    };
     let body = json!({
         "id": k.id,
         "object": "chat.completion.chunk",
         "created": k.created,
         "model": app.opts.served_model_name,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": Value::Null}],
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": logprobs}],
     });
     Event::default().data(body.to_string())
 }
@@ -551,18 +595,30 @@ async fn stream_task<B: Backend>(
     ))
     .await;
     let mut first = true;
+    // Logprobs of tokens whose text is not out yet (held back by the decoder or the stop
+    // hold): they go with the next chunk.
+    let mut pending = Vec::new();
     while let Some(ev) = rx.recv().await {
         match ev {
             GenEvent::Started { .. } => {}
-            GenEvent::Token { id, stop, .. } => {
+            GenEvent::Token {
+                id,
+                logprob,
+                stop,
+                top,
+            } => {
                 if first {
                     app.metrics
                         .ttft_seconds
                         .observe(started.elapsed().as_secs_f64());
                     first = false;
                 }
+                if k.request.logprobs.is_some() {
+                    pending.push(token_logprob(&app, id, logprob, &top));
+                }
                 for d in delta_events(pipeline.token(id, stop.as_ref())) {
-                    open = open && send(chunk(&app, &k, d, None)).await;
+                    let lp = std::mem::take(&mut pending);
+                    open = open && send(chunk_with(&app, &k, d, None, lp)).await;
                 }
                 if !open {
                     break; // the client went away: dropping `rx` stops its generation
@@ -575,7 +631,8 @@ async fn stream_task<B: Backend>(
             }
             GenEvent::Done(g) => {
                 for d in delta_events(pipeline.finish()) {
-                    open = open && send(chunk(&app, &k, d, None)).await;
+                    let lp = std::mem::take(&mut pending);
+                    open = open && send(chunk_with(&app, &k, d, None, lp)).await;
                 }
                 let m = pipeline.message().clone();
                 // Durable before the client sees the end of the turn.
@@ -584,7 +641,8 @@ async fn stream_task<B: Backend>(
                     break;
                 }
                 let finish = finish_reason(&g, !m.tool_calls.is_empty());
-                let _ = send(chunk(&app, &k, json!({}), Some(finish))).await;
+                let lp = std::mem::take(&mut pending);
+                let _ = send(chunk_with(&app, &k, json!({}), Some(finish), lp)).await;
                 if k.request.include_usage {
                     let body = json!({"id": k.id, "object": "chat.completion.chunk", "created": k.created, "model": app.opts.served_model_name, "choices": [], "usage": usage(&k, &g)});
                     let _ = send(Event::default().data(body.to_string())).await;

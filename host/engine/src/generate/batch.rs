@@ -37,6 +37,9 @@ pub struct TokenEvent {
     /// The stop token or string this token completed, if that is what ended the sequence. The
     /// engine is the one place stop strings are matched; text stages only cut where it says.
     pub stop: Option<StopMatch>,
+    /// The request's `top_logprobs` most likely tokens at this step with their logprobs, most
+    /// likely first (empty when it asked for none).
+    pub top: Vec<(u32, f32)>,
 }
 
 #[derive(Debug)]
@@ -312,6 +315,11 @@ impl<B: Backend> DecodeBatch<B> {
             let seq = &mut self.seqs[i];
             let dist = Distribution::new(logits, &seq.req.sampling);
             let (token, logprob) = dist.sample(logits, &mut seq.rng);
+            let top = if seq.req.top_logprobs > 0 {
+                dist.top(logits, seq.req.top_logprobs)
+            } else {
+                Vec::new()
+            };
             seq.tokens.push(token);
             seq.logprobs.push(logprob);
             seq.finish = stop_check(seq, self.detokenizer.as_deref()).or_else(|| {
@@ -325,6 +333,7 @@ impl<B: Backend> DecodeBatch<B> {
                 logprob,
                 finish: seq.finish.as_ref().map(|f| f.0),
                 stop: seq.finish.as_ref().and_then(|f| f.1.clone()),
+                top,
             });
         }
 

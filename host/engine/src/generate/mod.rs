@@ -63,6 +63,9 @@ pub struct GenerateRequest {
     pub stop_strings: Vec<String>,
     /// Seed of this sequence's own random stream.
     pub seed: u64,
+    /// How many of the most likely tokens (with their logprobs) each step reports beside the
+    /// sampled one (0: none).
+    pub top_logprobs: usize,
 }
 
 impl GenerateRequest {
@@ -75,6 +78,7 @@ impl GenerateRequest {
             stop_token_ids: Vec::new(),
             stop_strings: Vec::new(),
             seed: 0,
+            top_logprobs: 0,
         }
     }
 }

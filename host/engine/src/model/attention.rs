@@ -214,6 +214,15 @@ impl<B: Backend> Attention<B> {
                 is_causal: false,
             };
             attention(q, k, v, ctx.key_mask.clone(), None, opts).reshape([b, 1, h * hd])
+        } else if let Some(out) = ctx
+            .key_mask
+            .is_none()
+            .then(|| super::causal_attention::try_causal(&q, &k, &v))
+            .flatten()
+        {
+            // Prefill / scoring on the CPU: the tiled kernel (causal tiles skipped, heads in
+            // parallel, grouped heads read in place).
+            out.swap_dims(1, 2).reshape([b, s, h * hd])
         } else {
             // Prefill / full forward: causal masking needs one query row per position, so the
             // kv heads are expanded to the query heads.

@@ -2,6 +2,7 @@
 
 pub mod attention;
 pub mod block;
+pub mod causal_attention;
 pub mod linear;
 pub mod mlp;
 pub mod norm;

@@ -292,6 +292,26 @@ fn bad_requests_get_the_right_answers_and_the_server_keeps_serving() {
     assert!(r.contains("openclaw_ttft_seconds"), "{r}");
 }
 
+/// A chat completion's whole response body (an SSE stream when the body asks for one).
+fn chat(server: &Server, body: &Value) -> String {
+    ureq::post(&format!("{}/v1/chat/completions", server.url))
+        .send_json(body)
+        .unwrap()
+        .into_body()
+        .read_to_string()
+        .unwrap()
+}
+
+/// The first seed under 20 for which `say` gives a reply of a few plain words, with the reply.
+fn seed_with_words<T>(say: impl Fn(u64) -> Option<(String, T)>) -> (u64, String, T) {
+    (0..20)
+        .find_map(|seed| {
+            let (text, extra) = say(seed)?;
+            (words(&text).len() >= 4).then_some((seed, text, extra))
+        })
+        .expect("the tiny model says a few words for some seed")
+}
+
 /// Reads an SSE body into the concatenated content and the last finish reason.
 fn read_stream(body: &str) -> (String, String) {
     let mut content = String::new();
@@ -337,23 +357,16 @@ fn a_stop_string_ends_the_reply_before_it_streamed_or_not() {
         if let Some(s) = stop {
             body["stop"] = serde_json::json!([s]);
         }
-        ureq::post(&format!("{}/v1/chat/completions", server.url))
-            .send_json(&body)
-            .unwrap()
-            .into_body()
-            .read_to_string()
-            .unwrap()
+        chat(&server, &body)
     };
     // A seed for which the model says a few words when nothing stops it.
-    let (seed, full, text) = (0..20)
-        .find_map(|seed| {
-            let full: Value = serde_json::from_str(&ask(seed, None, false)).unwrap();
-            let text = full["choices"][0]["message"]["content"]
-                .as_str()?
-                .to_string();
-            (words(&text).len() >= 4).then_some((seed, full, text))
-        })
-        .expect("the tiny model says a few words for some seed");
+    let (seed, text, full) = seed_with_words(|seed| {
+        let full: Value = serde_json::from_str(&ask(seed, None, false)).unwrap();
+        let text = full["choices"][0]["message"]["content"]
+            .as_str()?
+            .to_string();
+        Some((text, full))
+    });
     // A stop string from the second half of that reply.
     let words = words(&text);
     let stop = words[words.len() / 2];
@@ -400,7 +413,7 @@ fn a_stop_string_ends_what_plugins_generate_too() {
     };
     let engine = PolicyEngine::start(files, 0, opts, std::sync::Arc::new(Metrics::new()));
     let user = [Message::new("user", "Describe the owl.")];
-    let chat = |seed: u64, stop: Option<&str>| {
+    let generate = |seed: u64, stop: Option<&str>| {
         let params = SamplingParams {
             max_tokens: 40,
             seed: abi_stable::std_types::ROption::RSome(seed),
@@ -409,15 +422,11 @@ fn a_stop_string_ends_what_plugins_generate_too() {
         };
         engine.chat(&user, "", &params).unwrap()
     };
-    let (seed, text) = (0..20)
-        .find_map(|seed| {
-            let text = chat(seed, None).message.content.to_string();
-            (words(&text).len() >= 4).then_some((seed, text))
-        })
-        .expect("the tiny model says a few words for some seed");
+    let (seed, text, ()) =
+        seed_with_words(|seed| Some((generate(seed, None).message.content.to_string(), ())));
     let stop = words(&text)[words(&text).len() / 2].to_string();
     let before = &text[..text.find(&stop).unwrap()];
-    let cut = chat(seed, Some(&stop));
+    let cut = generate(seed, Some(&stop));
     assert_eq!(
         cut.message.content.trim_end(),
         before.trim_end(),
@@ -510,12 +519,7 @@ fn logprobs_are_answered_as_openai_does_and_match_the_recorded_ones() {
             "max_tokens": 6, "temperature": 0, "logprobs": true, "top_logprobs": 3,
             "stream": stream, "session_id": if stream { "lp-stream" } else { "lp-plain" },
         });
-        ureq::post(&format!("{}/v1/chat/completions", server.url))
-            .send_json(&body)
-            .unwrap()
-            .into_body()
-            .read_to_string()
-            .unwrap()
+        chat(&server, &body)
     };
     let plain: Value = serde_json::from_str(&ask(false)).unwrap();
     let content = plain["choices"][0]["logprobs"]["content"]

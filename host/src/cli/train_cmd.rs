@@ -7,13 +7,13 @@ use crate::backend::{OnBackend, Placement};
 use crate::config::RunConfig;
 use crate::pipeline::{Dataset, Pipeline};
 use crate::plugin::RunPlugins;
-use crate::training::{train_config, SessionOptions, TrainSession};
+use crate::training::{last_step, session_options, train_config, TrainSession};
 use anyhow::{bail, Context, Result};
 use burn::prelude::Backend;
 use openclaw_engine::Model;
 use openclaw_train::sft::load_jsonl;
 use openclaw_train::{progress_bar, run_sft, SftOptions};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// How many passes and how the data is cut, for both commands.
 #[derive(clap::Args, Debug, Clone)]
@@ -21,27 +21,6 @@ pub struct EpochFlags {
     /// Passes over the data (`--max-steps` stops sooner).
     #[arg(long, default_value_t = 1)]
     pub num_epochs: usize,
-}
-
-/// The step to stop at: the end of the data, or `--max-steps` when sooner.
-fn stop_at(cfg: &RunConfig, schedule_steps: u64) -> u64 {
-    if cfg.max_steps > 0 {
-        schedule_steps.min(cfg.max_steps)
-    } else {
-        schedule_steps
-    }
-}
-
-fn session_options(cfg: &RunConfig, quiet: bool) -> SessionOptions {
-    SessionOptions {
-        model_dir: PathBuf::from(&cfg.model_path),
-        save_dir: (!cfg.save_dir.is_empty()).then(|| PathBuf::from(&cfg.save_dir)),
-        save_interval: cfg.save_interval as u64,
-        keep: cfg.keep_checkpoints as usize,
-        resume: cfg.resume_from_checkpoint.clone(),
-        log_dir: PathBuf::from(&cfg.log_dir),
-        quiet,
-    }
 }
 
 fn require_model(cfg: &RunConfig) -> Result<&Path> {
@@ -222,9 +201,9 @@ fn sft_on<B: Backend>(
         shuffle: true,
     };
     let schedule_steps = opts.total_steps(examples.len());
-    let total = stop_at(&cfg, schedule_steps);
+    let total = last_step(&cfg, schedule_steps);
     let tc = train_config(&cfg, schedule_steps)?;
-    let mut session = TrainSession::<B>::start(tc, session_options(&cfg, true), &placement.train)?;
+    let mut session = TrainSession::<B>::start(tc, session_options(&cfg), &placement.train)?;
     let bar = progress_bar(total, "sft");
     bar.set_position(session.trainer.state().step.min(total));
     let mut log = step_log(&cfg, &bar)?;

@@ -166,24 +166,10 @@ mod tests {
     use super::*;
     use crate::training::sample_from;
     use crate::training::samples::given_score;
-    use openclaw_plugin_api::{Message, Turn, TurnType};
     use std::sync::mpsc::sync_channel;
 
     fn sample(i: u32) -> TrainingSample {
-        let turn = Turn {
-            session_id: "s".into(),
-            turn_index: i,
-            turn_type: TurnType::Main,
-            prompt_messages: vec![Message::new("user", "q")].into(),
-            tools_json: "".into(),
-            response: Message::new("assistant", "a"),
-            prompt_ids: vec![1, 2].into(),
-            response_ids: vec![3].into(),
-            response_logprobs: vec![-0.5].into(),
-            weight_version: 0,
-            next_state: None.into(),
-            trainable: true,
-        };
+        let turn = crate::pipeline::test_turn("s", i);
         sample_from(&turn, &given_score(1.0), u64::from(i))
     }
 

@@ -89,22 +89,7 @@ mod tests {
     use crate::training::sample_from;
     use openclaw_plugin_api::Message;
 
-    fn turn(session: &str, i: u32) -> Turn {
-        Turn {
-            session_id: session.into(),
-            turn_index: i,
-            turn_type: TurnType::Main,
-            prompt_messages: vec![Message::new("user", "q")].into(),
-            tools_json: "".into(),
-            response: Message::new("assistant", "a"),
-            prompt_ids: vec![1, 2].into(),
-            response_ids: vec![3].into(),
-            response_logprobs: vec![-0.5].into(),
-            weight_version: 0,
-            next_state: None.into(),
-            trainable: true,
-        }
-    }
+    use crate::pipeline::test_turn as turn;
 
     fn env(seq: u64, record: Record) -> Envelope {
         Envelope {

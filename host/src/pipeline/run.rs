@@ -17,7 +17,9 @@ use crate::metrics::Metrics;
 use crate::plugin::instance::TracingLog;
 use crate::plugin::RunPlugins;
 use crate::policy::{load_options, ModelFiles, PolicyEngine};
-use crate::training::{train_config, SessionOptions, TrainSession, RUN_STATE_FILE};
+use crate::training::{
+    last_step, session_options, train_config, SessionOptions, TrainSession, RUN_STATE_FILE,
+};
 use anyhow::{anyhow, bail, Context, Result};
 use burn::prelude::Backend;
 use openclaw_engine::Model;
@@ -148,30 +150,11 @@ where
         let metrics = Arc::new(Metrics::new());
         let loss = plugins.loss(HostServices::standalone())?;
         let batch = (cfg.rollout_batch_size as usize).max(1);
-        let positions = samples.len() as u64 * epochs;
-        // The schedule spans the whole data; --max-steps only stops early, so a run cut short
-        // and resumed follows the same learning rates as one that runs straight through.
-        let schedule_steps = positions.div_ceil(batch as u64);
-        let last_step = if cfg.max_steps > 0 {
-            schedule_steps.min(cfg.max_steps)
-        } else {
-            schedule_steps
-        };
+        let schedule_steps = (samples.len() as u64 * epochs).div_ceil(batch as u64);
+        let last_step = last_step(cfg, schedule_steps);
         let mut tc = train_config(cfg, schedule_steps)?;
         tc.use_reference = plugins.loss_inputs()?.reference_logprobs;
-        let session = TrainSession::<B>::start(
-            tc,
-            SessionOptions {
-                model_dir: PathBuf::from(&cfg.model_path),
-                save_dir: (!cfg.save_dir.is_empty()).then(|| PathBuf::from(&cfg.save_dir)),
-                save_interval: cfg.save_interval as u64,
-                keep: cfg.keep_checkpoints as usize,
-                resume: cfg.resume_from_checkpoint.clone(),
-                log_dir: PathBuf::from(&cfg.log_dir),
-                quiet: true,
-            },
-            &placement.train,
-        )?;
+        let session = TrainSession::<B>::start(tc, session_options(cfg), &placement.train)?;
         // Checkpoints of `train` record how many samples were consumed both ways; the data
         // position alone is what older ones have.
         let consumed = ConsumedState {
@@ -256,13 +239,9 @@ where
         let session = TrainSession::<B>::start(
             tc,
             SessionOptions {
-                model_dir: PathBuf::from(&cfg.model_path),
                 save_dir: Some(save_dir.clone()),
-                save_interval: cfg.save_interval as u64,
-                keep: cfg.keep_checkpoints as usize,
                 resume,
-                log_dir: PathBuf::from(&cfg.log_dir),
-                quiet: true,
+                ..session_options(cfg)
             },
             &placement.train,
         )?;

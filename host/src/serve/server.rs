@@ -256,13 +256,6 @@ where
     let request = protocol::parse(&body, &headers)?;
     drop(body);
     let context = app.engine.context();
-    let text_bytes: usize = request.messages.iter().map(|m| content_of(m).len()).sum();
-    if let Some(at_least) = app.engine.tokens_at_least(text_bytes) {
-        if at_least >= context {
-            // Proven from the byte size alone: tokenizing it would cost seconds and gigabytes.
-            return Err(ApiError::context_length(context, at_least));
-        }
-    }
     if let Some(m) = &request.model {
         if m != &app.opts.served_model_name && m != "default" {
             return Err(ApiError::model_not_found(m));
@@ -277,11 +270,22 @@ where
         enable_thinking: extra.remove("enable_thinking").and_then(|v| v.as_bool()),
         extra,
     };
-    let prompt =
-        tokio::task::spawn_blocking(move || engine.prompt(&messages, tools.as_ref(), &options))
-            .await
-            .map_err(|e| ApiError::internal(format!("prompt rendering stopped: {e}")))?
-            .map_err(|e| ApiError::invalid(format!("{e:#}"), Some("messages")))?;
+    let prompt = tokio::task::spawn_blocking(move || {
+        // A prompt whose byte size alone proves it cannot fit is refused before tokenizing it
+        // would cost seconds and gigabytes (the bound's first use decodes the vocabulary, also
+        // work for this thread, not an async one).
+        let text_bytes: usize = messages.iter().map(|m| content_of(m).len()).sum();
+        if let Some(at_least) = engine.tokens_at_least(text_bytes) {
+            if at_least >= context {
+                return Err(ApiError::context_length(context, at_least));
+            }
+        }
+        engine
+            .prompt(&messages, tools.as_ref(), &options)
+            .map_err(|e| ApiError::invalid(format!("{e:#}"), Some("messages")))
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("prompt rendering stopped: {e}")))??;
     if prompt.ids.len() >= context {
         return Err(ApiError::context_length(context, prompt.ids.len()));
     }

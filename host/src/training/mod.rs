@@ -8,4 +8,4 @@ pub mod settings;
 
 pub use samples::{sample_from, turn_from_record, TurnTokens};
 pub use session::{SessionOptions, TrainSession, RUN_STATE_FILE};
-pub use settings::train_config;
+pub use settings::{last_step, session_options, train_config};

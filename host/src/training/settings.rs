@@ -4,6 +4,31 @@ use crate::config::RunConfig;
 use anyhow::{Context, Result};
 use openclaw_train::{AdamWConfig, LoraConfig, LrSchedule, ScheduleKind, TrainConfig};
 
+/// The step offline training stops at: the end of a schedule of `schedule_steps`, or
+/// `--max-steps` when sooner (the schedule still spans the whole data, so a run cut short and
+/// resumed follows the same learning rates as one that runs straight through).
+pub fn last_step(cfg: &RunConfig, schedule_steps: u64) -> u64 {
+    if cfg.max_steps > 0 {
+        schedule_steps.min(cfg.max_steps)
+    } else {
+        schedule_steps
+    }
+}
+
+/// Where a training session reads and writes, from the run settings (quiet: the caller
+/// reports steps).
+pub fn session_options(cfg: &RunConfig) -> super::SessionOptions {
+    super::SessionOptions {
+        model_dir: std::path::PathBuf::from(&cfg.model_path),
+        save_dir: (!cfg.save_dir.is_empty()).then(|| std::path::PathBuf::from(&cfg.save_dir)),
+        save_interval: cfg.save_interval as u64,
+        keep: cfg.keep_checkpoints as usize,
+        resume: cfg.resume_from_checkpoint.clone(),
+        log_dir: std::path::PathBuf::from(&cfg.log_dir),
+        quiet: true,
+    }
+}
+
 /// A [`TrainConfig`] from the run settings; `total_steps` is where a cosine schedule ends.
 /// `data_parallel` uses every core the machine has, up to 2 threads per step by default
 /// (element-wise work on the CPU backend runs on the calling thread).

@@ -95,7 +95,7 @@ where
         .to_string();
     // A method that scores with the policy (distillation's teacher) needs the model.
     let policy = (!cfg.model_path.is_empty())
-        .then(|| crate::pipeline::dataset::policy_engine::<B>(&cfg, &placement.serve))
+        .then(|| crate::policy::policy_engine::<B>(&cfg, &placement.serve))
         .transpose()?;
     let host = |j: Arc<dyn openclaw_plugin_api::host::JudgeService>| {
         let b = HostServices::builder().judge(j).log(TracingLog::new(&name));

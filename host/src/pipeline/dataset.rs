@@ -6,10 +6,9 @@ use crate::backend::Placement;
 use crate::config::RunConfig;
 use crate::data::trajectory::read_trajectories;
 use crate::judge;
-use crate::metrics::Metrics;
 use crate::plugin::instance::TracingLog;
 use crate::plugin::{RewardHandle, RunPlugins};
-use crate::policy::{load_options, model_source, ModelFiles, PolicyEngine};
+use crate::policy::{model_source, policy_engine};
 use crate::training::samples::given_score;
 use crate::training::{sample_from, turn_from_record, TurnTokens};
 use anyhow::{bail, Context, Result};
@@ -17,9 +16,6 @@ use burn::prelude::Backend;
 use openclaw_engine::Model;
 use openclaw_plugin_api::{HostServices, PluginKind, ScoreRequest, TrainingSample};
 use std::path::Path;
-use std::sync::Arc;
-
-use super::serving::scheduler_options;
 
 /// The samples of one pass over a trajectory file, and what could not be used.
 pub struct Dataset {
@@ -29,24 +25,6 @@ pub struct Dataset {
     pub skipped: Vec<String>,
     /// Turns the reward judged not trainable.
     pub untrainable: usize,
-}
-
-/// The run's model (`--model-path`) served by a policy engine with the run's batch limits, for
-/// reward plugins that score with the policy (distillation's teacher) and judges that ask it.
-pub fn policy_engine<B: Backend>(
-    cfg: &RunConfig,
-    device: &B::Device,
-) -> Result<Arc<PolicyEngine<B>>>
-where
-    Model<B>: Send + Sync,
-{
-    let files = ModelFiles::<B>::load(&cfg.model_path, &load_options(cfg), device)?;
-    Ok(Arc::new(PolicyEngine::start(
-        files,
-        0,
-        scheduler_options(cfg),
-        Arc::new(Metrics::new()),
-    )))
 }
 
 /// The reward plugin with the host's services: the starting model as the policy, the run's

@@ -7,7 +7,7 @@
 use super::producer::{Epochs, LiveSessions, Producer, Replayed, Sinks};
 use super::replay::replay;
 use super::samples::{QueuedSample, SampleMaker};
-use super::serving::{bind, interrupted, scheduler_options, serve_on, Serving};
+use super::serving::{bind, interrupted, serve_on, Serving};
 use super::train_loop::{ConsumedState, StepEvent, TrainLoop, TrainLoopOptions, TrainSummary};
 use super::{Collection, CollectionOptions};
 use crate::backend::Placement;
@@ -16,7 +16,7 @@ use crate::judge::pool::{JudgePool, PoolOptions};
 use crate::metrics::Metrics;
 use crate::plugin::instance::TracingLog;
 use crate::plugin::RunPlugins;
-use crate::policy::{load_options, ModelFiles, PolicyEngine};
+use crate::policy::{load_options, scheduler_options, ModelFiles, PolicyEngine};
 use crate::training::{
     last_step, session_options, train_config, SessionOptions, TrainSession, RUN_STATE_FILE,
 };

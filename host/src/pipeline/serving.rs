@@ -5,7 +5,7 @@ use crate::buffer::{FsyncPolicy, Log, LogOptions, Replay};
 use crate::collect::{CollectEvent, Recorder, SessionTracker, TrackerOptions};
 use crate::config::RunConfig;
 use crate::metrics::Metrics;
-use crate::policy::{ModelFiles, PolicyEngine, SchedulerOptions};
+use crate::policy::{scheduler_options, ModelFiles, PolicyEngine};
 use crate::serve::{router, App, ServerOptions};
 use anyhow::{bail, Context, Result};
 use burn::prelude::Backend;
@@ -37,18 +37,6 @@ pub fn served_model_name(cfg: &RunConfig) -> String {
         .map(|n| n.to_string_lossy().into_owned())
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| "default".into())
-}
-
-/// The engine's batch limits from the configuration.
-pub fn scheduler_options(cfg: &RunConfig) -> SchedulerOptions {
-    SchedulerOptions {
-        max_batch: cfg.max_batch_size as usize,
-        max_inflight: cfg.max_inflight as usize,
-        prefix_cache: openclaw_engine::PrefixCacheOptions {
-            budget_bytes: (cfg.prefix_cache_mb as usize) << 20,
-            ..Default::default()
-        },
-    }
 }
 
 impl<B: Backend> Serving<B>

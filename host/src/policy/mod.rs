@@ -8,7 +8,11 @@ pub use engine::{ModelFiles, PolicyEngine, Prompt};
 pub use openclaw_models::{LoadOptions, ModelSource};
 
 use crate::config::RunConfig;
+use crate::metrics::Metrics;
 use anyhow::Result;
+use burn::prelude::Backend;
+use openclaw_engine::Model;
+use std::sync::Arc;
 
 /// How the run's configuration reads model paths: `latest` is the newest checkpoint in
 /// `--save-dir`.
@@ -24,3 +28,33 @@ pub fn model_source(cfg: &RunConfig) -> Result<ModelSource> {
     openclaw_models::resolve(&cfg.model_path, std::path::Path::new(&cfg.save_dir))
 }
 pub use scheduler::{Busy, GenEvent, Scheduler, SchedulerOptions};
+
+/// The engine's batch limits from the configuration.
+pub fn scheduler_options(cfg: &RunConfig) -> SchedulerOptions {
+    SchedulerOptions {
+        max_batch: cfg.max_batch_size as usize,
+        max_inflight: cfg.max_inflight as usize,
+        prefix_cache: openclaw_engine::PrefixCacheOptions {
+            budget_bytes: (cfg.prefix_cache_mb as usize) << 20,
+            ..Default::default()
+        },
+    }
+}
+
+/// The run's model (`--model-path`) served by a policy engine with the run's batch limits, for
+/// reward plugins that score with the policy (distillation's teacher) and judges that ask it.
+pub fn policy_engine<B: Backend>(
+    cfg: &RunConfig,
+    device: &B::Device,
+) -> Result<Arc<PolicyEngine<B>>>
+where
+    Model<B>: Send + Sync,
+{
+    let files = ModelFiles::<B>::load(&cfg.model_path, &load_options(cfg), device)?;
+    Ok(Arc::new(PolicyEngine::start(
+        files,
+        0,
+        scheduler_options(cfg),
+        Arc::new(Metrics::new()),
+    )))
+}

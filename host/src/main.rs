@@ -3,6 +3,10 @@
 use clap::Parser;
 use openclaw_host::cli::{run, Cli};
 
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(

@@ -220,9 +220,9 @@ impl<B: Backend> Attention<B> {
             .then(|| super::causal_attention::try_causal(&q, &k, &v))
             .flatten()
         {
-            // Prefill / scoring on the CPU: the tiled kernel (causal tiles skipped, heads in
-            // parallel, grouped heads read in place).
-            out.swap_dims(1, 2).reshape([b, s, h * hd])
+            // Prefill / scoring on the CPU: the tiled kernel (causal tiles skipped, tiles in
+            // parallel, every input read in place, the heads written side by side).
+            out
         } else {
             // Prefill / full forward: causal masking needs one query row per position, so the
             // kv heads are expanded to the query heads.

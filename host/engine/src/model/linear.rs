@@ -53,7 +53,9 @@ pub fn linear_forward<B: Backend, const D: usize>(
     let w = layer.weight.val();
     let d_out = w.dims()[1];
     let x = x.reshape([rows, d_in]);
-    let mut y = match super::small_matmul::try_matmul(&x, &w) {
+    let mut y = match super::small_matmul::try_matmul(&x, &w)
+        .or_else(|| super::prefill_matmul::try_matmul(&x, &w))
+    {
         Some(y) => y,
         None => x.matmul(w),
     };

@@ -74,12 +74,12 @@ impl<B: Backend> Mlp<B> {
 
     /// Applies the MLP to `[..., hidden]`.
     pub fn forward<const D: usize>(&self, x: Tensor<B, D>) -> Tensor<B, D> {
-        let gate = silu(adapted_forward(
-            &self.gate_proj,
-            self.gate_lora.as_ref(),
-            x.clone(),
-        ));
+        let gate = adapted_forward(&self.gate_proj, self.gate_lora.as_ref(), x.clone());
         let up = adapted_forward(&self.up_proj, self.up_lora.as_ref(), x);
-        adapted_forward(&self.down_proj, self.down_lora.as_ref(), gate * up)
+        let product = match super::silu_mul::try_silu_mul(&gate, &up) {
+            Some(p) => p,
+            None => silu(gate) * up,
+        };
+        adapted_forward(&self.down_proj, self.down_lora.as_ref(), product)
     }
 }

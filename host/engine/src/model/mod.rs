@@ -6,7 +6,10 @@ pub mod causal_attention;
 pub mod linear;
 pub mod mlp;
 pub mod norm;
+pub mod prefill_matmul;
 pub mod rope;
+pub mod silu_mul;
+pub mod simd_kernels;
 pub mod small_matmul;
 
 use anyhow::{bail, Result};

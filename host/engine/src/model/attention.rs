@@ -7,7 +7,7 @@ use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
 
 use super::linear::{adapted_forward, export_linear, load_linear, LoraAdapter};
-use super::norm::{export_rms_norm, load_rms_norm};
+use super::norm::{export_rms_norm, load_rms_norm, rms_norm_forward};
 use super::rope::RopeTables;
 use crate::config::ModelConfig;
 use crate::weights::{TensorExport, WeightSource};
@@ -189,16 +189,16 @@ impl<B: Backend> Attention<B> {
             adapted_forward(&self.k_proj, self.k_lora.as_ref(), x.clone()).reshape([b, s, kvh, hd]);
         let v = adapted_forward(&self.v_proj, self.v_lora.as_ref(), x).reshape([b, s, kvh, hd]);
         let q = match &self.q_norm {
-            Some(n) => n.forward(q),
+            Some(n) => rms_norm_forward(n, q),
             None => q,
         };
         let k = match &self.k_norm {
-            Some(n) => n.forward(k),
+            Some(n) => rms_norm_forward(n, k),
             None => k,
         };
         let q = ctx.rope.apply_q(q).swap_dims(1, 2);
         let k = ctx.rope.apply_k(k).swap_dims(1, 2);
-        let v = v.swap_dims(1, 2);
+        let v = super::flex::heads_major(v);
         let (k, v) = match cache {
             Some(c) => c.append(k, v),
             None => (k, v),

@@ -6,7 +6,7 @@ use burn::prelude::*;
 
 use super::attention::{Attention, AttnContext, LayerCache};
 use super::mlp::Mlp;
-use super::norm::{export_rms_norm, load_rms_norm};
+use super::norm::{export_rms_norm, load_rms_norm, rms_norm_forward};
 use crate::config::ModelConfig;
 use crate::weights::{TensorExport, WeightSource};
 
@@ -70,7 +70,10 @@ impl<B: Backend> DecoderLayer<B> {
         let h = x.clone()
             + self
                 .self_attn
-                .forward(self.input_layernorm.forward(x), ctx, cache);
-        h.clone() + self.mlp.forward(self.post_attention_layernorm.forward(h))
+                .forward(rms_norm_forward(&self.input_layernorm, x), ctx, cache);
+        h.clone()
+            + self
+                .mlp
+                .forward(rms_norm_forward(&self.post_attention_layernorm, h))
     }
 }

@@ -74,12 +74,42 @@ impl<B: Backend> Mlp<B> {
 
     /// Applies the MLP to `[..., hidden]`.
     pub fn forward<const D: usize>(&self, x: Tensor<B, D>) -> Tensor<B, D> {
+        if let Some(y) = self.try_fused(&x) {
+            return y;
+        }
         let gate = adapted_forward(&self.gate_proj, self.gate_lora.as_ref(), x.clone());
         let up = adapted_forward(&self.up_proj, self.up_lora.as_ref(), x);
-        let product = match super::silu_mul::try_silu_mul(&gate, &up) {
+        let product = match super::swiglu::try_silu_mul(&gate, &up) {
             Some(p) => p,
             None => silu(gate) * up,
         };
         adapted_forward(&self.down_proj, self.down_lora.as_ref(), product)
+    }
+
+    /// The CPU backend's fused gate and up projections and product (see [`super::swiglu`]),
+    /// when neither projection has an adapter or a bias.
+    fn try_fused<const D: usize>(&self, x: &Tensor<B, D>) -> Option<Tensor<B, D>> {
+        if self.gate_lora.is_some()
+            || self.up_lora.is_some()
+            || self.gate_proj.bias.is_some()
+            || self.up_proj.bias.is_some()
+        {
+            return None;
+        }
+        let dims = x.dims();
+        let k = dims[D - 1];
+        let rows = dims.iter().product::<usize>() / k.max(1);
+        let product = super::swiglu::try_swiglu(
+            &x.clone().reshape([rows, k]),
+            &self.gate_proj.weight.val(),
+            &self.up_proj.weight.val(),
+        )?;
+        let mut out = dims;
+        out[D - 1] = product.dims()[1];
+        Some(adapted_forward(
+            &self.down_proj,
+            self.down_lora.as_ref(),
+            product.reshape(out),
+        ))
     }
 }

@@ -3,14 +3,15 @@
 pub mod attention;
 pub mod block;
 pub mod causal_attention;
+pub mod flex;
 pub mod linear;
 pub mod mlp;
 pub mod norm;
 pub mod prefill_matmul;
 pub mod rope;
-pub mod silu_mul;
 pub mod simd_kernels;
 pub mod small_matmul;
+pub mod swiglu;
 
 use anyhow::{bail, Result};
 use burn::module::Param;
@@ -23,7 +24,7 @@ use crate::weights::{to_f32_vec, TensorExport, WeightSource};
 use attention::AttnContext;
 use block::DecoderLayer;
 use linear::{export_linear, linear_forward, load_linear};
-use norm::{export_rms_norm, load_rms_norm};
+use norm::{export_rms_norm, load_rms_norm, rms_norm_forward};
 use rope::{Rope, RopeTables};
 
 /// The decoder stack (`model.*` in HF names).
@@ -182,10 +183,10 @@ impl<B: Backend> Model<B> {
         if let Some(c) = cache {
             c.advance(x.dims()[1]);
         }
-        self.model.norm.forward(x)
+        rms_norm_forward(&self.model.norm, x)
     }
 
-    /// RoPE tables for `positions` (row-major `[batch][seq]`) sized for this model's heads.
+    /// RoPE tables for `positions` (row-major `[batch][seq]`).
     pub fn rope_tables(
         &self,
         positions: &[usize],
@@ -193,20 +194,12 @@ impl<B: Backend> Model<B> {
         seq: usize,
         device: &B::Device,
     ) -> RopeTables<B> {
-        let heads = (
-            self.config.num_attention_heads,
-            self.config.num_key_value_heads,
-        );
-        self.rope.tables(positions, batch, seq, heads, device)
+        self.rope.tables(positions, batch, seq, device)
     }
 
     /// RoPE tables for positions `0..seq` in every row.
     pub fn rope_from_zero(&self, batch: usize, seq: usize, device: &B::Device) -> RopeTables<B> {
-        let heads = (
-            self.config.num_attention_heads,
-            self.config.num_key_value_heads,
-        );
-        self.rope.tables_from_zero(batch, seq, heads, device)
+        self.rope.tables_from_zero(batch, seq, device)
     }
 
     /// Hidden states of a full sequence from position 0 with no cache (training, scoring).

@@ -4,8 +4,64 @@ use anyhow::Result;
 use burn::module::Param;
 use burn::nn::RmsNorm;
 use burn::prelude::*;
+use rayon::prelude::*;
 
+use super::flex::{as_flex, from_vec};
 use crate::weights::{TensorExport, WeightSource};
+
+/// Rows one rayon task covers.
+const TASK_ROWS: usize = 256;
+
+/// `norm.forward(x)`, in one pass (on the rayon pool when there are many rows) when `B` is the
+/// CPU backend: burn's form takes five passes over the activations (square, mean, add, sqrt,
+/// divide and scale), each allocating, on one thread. The arithmetic is burn's, in its order.
+pub fn rms_norm_forward<B: Backend, const D: usize>(
+    norm: &RmsNorm<B>,
+    x: Tensor<B, D>,
+) -> Tensor<B, D> {
+    let dims = x.dims();
+    try_rms_norm(norm, &x, dims).unwrap_or_else(|| norm.forward(x))
+}
+
+fn try_rms_norm<B: Backend, const D: usize>(
+    norm: &RmsNorm<B>,
+    x: &Tensor<B, D>,
+    dims: [usize; D],
+) -> Option<Tensor<B, D>> {
+    let xf = as_flex(x.clone())?;
+    let gf = as_flex(norm.gamma.val())?;
+    let (xs, gamma) = (xf.as_slice::<f32>()?, gf.as_slice::<f32>()?);
+    let width = gamma.len();
+    if dims[D - 1] != width || width == 0 {
+        return None;
+    }
+    from_vec(rms_norm_rows(xs, gamma, norm.epsilon as f32), dims)
+}
+
+/// The rows of `x` (each `gamma.len()` wide) normalised and scaled. Not generic, so it is
+/// compiled (and optimised) here whatever crate picks the backend.
+pub fn rms_norm_rows(xs: &[f32], gamma: &[f32], eps: f32) -> Vec<f32> {
+    let width = gamma.len();
+    let rows = |out: &mut [f32], xs: &[f32]| {
+        for (o, x) in out.chunks_exact_mut(width).zip(xs.chunks_exact(width)) {
+            let mean = x.iter().map(|v| v * v).sum::<f32>() / width as f32;
+            let rms = (mean + eps).sqrt();
+            for ((o, &v), &g) in o.iter_mut().zip(x).zip(gamma) {
+                *o = v / rms * g;
+            }
+        }
+    };
+    let mut out = vec![0f32; xs.len()];
+    if xs.len() <= TASK_ROWS * width {
+        // One task: no hand-off to the pool (a decode step).
+        rows(&mut out, xs);
+    } else {
+        out.par_chunks_mut(TASK_ROWS * width)
+            .zip(xs.par_chunks(TASK_ROWS * width))
+            .for_each(|(out, xs)| rows(out, xs));
+    }
+    out
+}
 
 /// Builds an RMSNorm of width `dim` from `{prefix}.weight`.
 pub fn load_rms_norm<B: Backend>(
@@ -31,4 +87,33 @@ pub fn export_rms_norm<B: Backend>(norm: &RmsNorm<B>, prefix: &str, out: &mut Ve
         vec![dim],
         crate::weights::to_f32_vec(g),
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CpuBackend;
+
+    #[test]
+    fn the_one_pass_norm_matches_burns() {
+        let dev = Default::default();
+        let (rows, width) = (300, 40);
+        let x: Vec<f32> = (0..rows * width)
+            .map(|i| ((i * 37) % 101) as f32 * 0.03 - 1.5)
+            .collect();
+        let g: Vec<f32> = (0..width).map(|i| 0.5 + i as f32 * 0.01).collect();
+        let norm = RmsNorm::<CpuBackend> {
+            gamma: Param::from_data(TensorData::new(g, [width]), &dev),
+            epsilon: 1e-6,
+        };
+        let x = Tensor::<CpuBackend, 3>::from_data(TensorData::new(x, [2, rows / 2, width]), &dev);
+        let ours = rms_norm_forward(&norm, x.clone())
+            .into_data()
+            .to_vec::<f32>()
+            .unwrap();
+        let theirs = norm.forward(x).into_data().to_vec::<f32>().unwrap();
+        for (a, b) in ours.iter().zip(&theirs) {
+            assert!((a - b).abs() <= 1e-6 * b.abs().max(1.0), "{a} vs {b}");
+        }
+    }
 }

@@ -10,95 +10,125 @@
 //! Decode steps keep their own path ([`super::small_matmul`]); training (an autodiff backend)
 //! and other backends keep burn's matmul.
 
-use burn::backend::flex::FlexTensor;
 use burn::prelude::*;
-use burn::tensor::TensorPrimitive;
 use pulp::{Arch, Simd, WithSimd};
 use rayon::prelude::*;
-use std::any::Any;
+
+use super::flex::{as_flex, from_vec};
 
 use super::simd_kernels::{panel, Accumulate, Operand, PAD};
 
-/// Fewest rows this path takes; fewer go to burn's matmul.
-pub const MIN_ROWS: usize = 64;
+const _: () = assert!(TASK_COLUMNS % PAD == 0);
+
 /// Rows one rayon task covers.
 const TASK_ROWS: usize = 96;
 
-/// `x [rows, k] · w [k, n]` when `B` is the CPU backend, both are contiguous f32 and there are
-/// at least [`MIN_ROWS`] rows; `None` otherwise (the caller uses the general matmul).
+/// `x [rows, k] · w [k, n]` when `B` is the CPU backend and both are contiguous f32; `None`
+/// otherwise (the caller uses the general matmul). Every row count takes this path, so a row's
+/// result never depends on how many rows came with it (a prompt prefilled alone or in a batch).
 pub fn try_matmul<B: Backend>(x: &Tensor<B, 2>, w: &Tensor<B, 2>) -> Option<Tensor<B, 2>> {
     let [m, k] = x.dims();
     let [k2, n] = w.dims();
-    if m < MIN_ROWS || k != k2 || k == 0 || n == 0 {
+    if m == 0 || k != k2 || k == 0 || n == 0 {
         return None;
     }
-    let xp = as_flex::<B>(x.clone())?;
-    let wp = as_flex::<B>(w.clone())?;
+    let xp = as_flex::<B, 2>(x.clone())?;
+    let wp = as_flex::<B, 2>(w.clone())?;
     let (xs, ws) = (xp.as_slice::<f32>()?, wp.as_slice::<f32>()?);
     let y = matmul(xs, ws, m, k, n);
-    let out = FlexTensor::from_data(TensorData::new(y, [m, n]));
-    let prim: Box<dyn Any> = Box::new(out);
-    let prim = *prim.downcast::<B::FloatTensorPrimitive>().ok()?;
-    Some(Tensor::from_primitive(TensorPrimitive::Float(prim)))
+    from_vec(y, [m, n])
 }
 
-fn as_flex<B: Backend>(t: Tensor<B, 2>) -> Option<FlexTensor> {
-    let TensorPrimitive::Float(p) = t.into_primitive() else {
-        return None;
-    };
-    let p: Box<dyn Any> = Box::new(p);
-    p.downcast::<FlexTensor>().ok().map(|b| *b)
-}
-
-/// `y [m, n] = x [m, k] · w [k, n]`, row-major.
+/// `y [m, n] = x [m, k] · w [k, n]`, row-major. Many rows split into row tasks; a few rows (the
+/// last position's logits over a large vocabulary) into column tasks instead, so both cores
+/// share the pass over the weights.
 pub fn matmul(x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
     assert_eq!(x.len(), m * k);
     assert_eq!(w.len(), k * n);
-    // Column panels are whole vector pairs: a width that is not one is padded (weights and
-    // output), once per call.
-    let np = n.next_multiple_of(PAD);
-    let padded_w;
-    let w = if np == n {
-        w
+    let mut y = vec![0f32; m * n];
+    if m > TASK_ROWS {
+        y.par_chunks_mut(TASK_ROWS * n)
+            .zip(x.par_chunks(TASK_ROWS * k))
+            .for_each(|(y, x)| {
+                Arch::new().dispatch(Block {
+                    x,
+                    w,
+                    k,
+                    n,
+                    columns: 0..n,
+                    y,
+                })
+            });
+    } else if n <= TASK_COLUMNS {
+        // One task: no hand-off to the pool (a decode step's few rows).
+        Arch::new().dispatch(Block {
+            x,
+            w,
+            k,
+            n,
+            columns: 0..n,
+            y: &mut y,
+        });
     } else {
-        let mut p = vec![0f32; k * np];
-        for (dst, src) in p.chunks_exact_mut(np).zip(w.chunks_exact(n)) {
-            dst[..n].copy_from_slice(src);
+        let parts: Vec<(usize, Vec<f32>)> = (0..n.div_ceil(TASK_COLUMNS))
+            .into_par_iter()
+            .map(|t| {
+                let columns = t * TASK_COLUMNS..((t + 1) * TASK_COLUMNS).min(n);
+                let mut part = vec![0f32; m * columns.len()];
+                let c0 = columns.start;
+                Arch::new().dispatch(Block {
+                    x,
+                    w,
+                    k,
+                    n,
+                    columns,
+                    y: &mut part,
+                });
+                (c0, part)
+            })
+            .collect();
+        for (c0, part) in parts {
+            let width = part.len() / m;
+            for (dst, src) in y.chunks_exact_mut(n).zip(part.chunks_exact(width)) {
+                dst[c0..c0 + width].copy_from_slice(src);
+            }
         }
-        padded_w = p;
-        &padded_w
-    };
-    let mut y = vec![0f32; m * np];
-    y.par_chunks_mut(TASK_ROWS * np)
-        .zip(x.par_chunks(TASK_ROWS * k))
-        .for_each(|(y, x)| Arch::new().dispatch(Rows { x, w, y, k, n: np }));
-    if np != n {
-        let mut compact = vec![0f32; m * n];
-        for (dst, src) in compact.chunks_exact_mut(n).zip(y.chunks_exact(np)) {
-            dst.copy_from_slice(&src[..n]);
-        }
-        y = compact;
     }
     y
 }
 
-/// One task: `y = x · w` for a slice of rows (`n` a multiple of [`PAD`]).
-struct Rows<'a> {
+/// Columns one task covers when the rows are few (a multiple of [`PAD`]).
+const TASK_COLUMNS: usize = 4096;
+
+/// One task: `y = x · w[:, columns]` for a slice of rows of `x`; `y` is row-major with the
+/// columns' width.
+struct Block<'a> {
     x: &'a [f32],
     w: &'a [f32],
-    y: &'a mut [f32],
     k: usize,
     n: usize,
+    columns: std::ops::Range<usize>,
+    y: &'a mut [f32],
 }
 
-impl WithSimd for Rows<'_> {
+impl WithSimd for Block<'_> {
     type Output = ();
 
     #[inline(always)]
     fn with_simd<S: Simd>(self, simd: S) {
-        let Rows { x, w, y, k, n } = self;
+        let Block {
+            x,
+            w,
+            k,
+            n,
+            columns,
+            y,
+        } = self;
         let m = x.len() / k;
-        for c0 in (0..n).step_by(2 * S::F32_LANES) {
+        let width = columns.len();
+        let step = 2 * S::F32_LANES;
+        let whole = columns.start + width / step * step;
+        for c0 in (columns.start..whole).step_by(step) {
             panel(
                 simd,
                 m,
@@ -108,10 +138,35 @@ impl WithSimd for Rows<'_> {
                     data: &w[c0..],
                     stride: n,
                 },
-                &mut y[c0..],
-                n,
+                &mut y[c0 - columns.start..],
+                width,
                 Accumulate::No,
             );
+        }
+        if whole < columns.end {
+            // The last columns, fewer than a panel: through a zero-padded copy of theirs.
+            let rest = columns.end - whole;
+            let mut wp = vec![0f32; k * step];
+            for (dst, src) in wp.chunks_exact_mut(step).zip(w.chunks_exact(n)) {
+                dst[..rest].copy_from_slice(&src[whole..columns.end]);
+            }
+            let mut yp = vec![0f32; m * step];
+            panel(
+                simd,
+                m,
+                k,
+                Operand { data: x, stride: k },
+                Operand {
+                    data: &wp,
+                    stride: step,
+                },
+                &mut yp,
+                step,
+                Accumulate::No,
+            );
+            for (dst, src) in y.chunks_exact_mut(width).zip(yp.chunks_exact(step)) {
+                dst[whole - columns.start..].copy_from_slice(&src[..rest]);
+            }
         }
     }
 }
@@ -143,7 +198,14 @@ mod tests {
     /// whole vector pairs.
     #[test]
     fn matches_the_plain_product() {
-        for (m, k, n) in [(64, 16, 32), (300, 128, 384), (97, 40, 50), (200, 7, 64)] {
+        for (m, k, n) in [
+            (64, 16, 32),
+            (300, 128, 384),
+            (97, 40, 50),
+            (200, 7, 64),
+            (1, 24, 9000),
+            (3, 8, 4099),
+        ] {
             let (x, w) = (values(m * k, 1), values(k * n, 2));
             let (ours, theirs) = (matmul(&x, &w, m, k, n), reference(&x, &w, m, k, n));
             let worst = ours
@@ -162,10 +224,7 @@ mod tests {
         let (x, w) = (values(m * k, 3), values(k * n, 4));
         let all = matmul(&x, &w, m, k, n);
         let row = 101;
-        let mut alone = x[row * k..(row + 1) * k].to_vec();
-        // Pad to the path's minimum with other rows after it.
-        alone.extend_from_slice(&x[..(MIN_ROWS - 1) * k]);
-        let y = matmul(&alone, &w, MIN_ROWS, k, n);
-        assert_eq!(&y[..n], &all[row * n..(row + 1) * n]);
+        let alone = matmul(&x[row * k..(row + 1) * k], &w, 1, k, n);
+        assert_eq!(alone, &all[row * n..(row + 1) * n]);
     }
 }

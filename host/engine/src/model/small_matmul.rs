@@ -12,11 +12,10 @@
 //! depend on which or how many other sequences share its decode step, while prefill and
 //! scoring keep the general gemm.
 
-use burn::backend::flex::FlexTensor;
 use burn::prelude::*;
-use burn::tensor::TensorPrimitive;
 use rayon::prelude::*;
-use std::any::Any;
+
+use super::flex::{as_flex, from_vec};
 
 /// Rows one pass over the weights serves; more rows take several passes.
 pub const MAX_ROWS: usize = 8;
@@ -39,7 +38,8 @@ pub fn decode_scope<T>(f: impl FnOnce() -> T) -> T {
     f()
 }
 
-fn in_decode() -> bool {
+/// Whether the current thread is inside a [`decode_scope`].
+pub(crate) fn in_decode() -> bool {
     IN_DECODE.with(|d| d.get())
 }
 /// Columns one rayon task covers.
@@ -54,23 +54,11 @@ pub fn try_matmul<B: Backend>(x: &Tensor<B, 2>, w: &Tensor<B, 2>) -> Option<Tens
     if !in_decode() || m == 0 || m > MAX_DECODE_ROWS || k != k2 {
         return None;
     }
-    let xp = as_flex::<B>(x.clone())?;
-    let wp = as_flex::<B>(w.clone())?;
+    let xp = as_flex::<B, 2>(x.clone())?;
+    let wp = as_flex::<B, 2>(w.clone())?;
     let (xs, ws) = (xp.as_slice::<f32>()?, wp.as_slice::<f32>()?);
     let y = matmul_rows(xs, ws, m, k, n);
-    let out = FlexTensor::from_data(TensorData::new(y, [m, n]));
-    let prim: Box<dyn Any> = Box::new(out);
-    let prim = *prim.downcast::<B::FloatTensorPrimitive>().ok()?;
-    Some(Tensor::from_primitive(TensorPrimitive::Float(prim)))
-}
-
-/// The backend's tensor as a `FlexTensor`, when the backend is burn-flex.
-fn as_flex<B: Backend>(t: Tensor<B, 2>) -> Option<FlexTensor> {
-    let TensorPrimitive::Float(p) = t.into_primitive() else {
-        return None;
-    };
-    let p: Box<dyn Any> = Box::new(p);
-    p.downcast::<FlexTensor>().ok().map(|b| *b)
+    from_vec(y, [m, n])
 }
 
 /// `y [m, n] = x [m, k] · w [k, n]`, row-major: one pass over `w` per `MAX_ROWS` rows.

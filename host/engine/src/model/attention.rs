@@ -63,11 +63,11 @@ impl<B: Backend> LayerCache<B> {
     /// Appends new keys/values along the position axis and returns the full cache.
     fn append(&mut self, k: Tensor<B, 4>, v: Tensor<B, 4>) -> (Tensor<B, 4>, Tensor<B, 4>) {
         let k = match self.k.take() {
-            Some(old) => Tensor::cat(vec![old, k], 2),
+            Some(old) => super::flex::cat_positions(old, k),
             None => k,
         };
         let v = match self.v.take() {
-            Some(old) => Tensor::cat(vec![old, v], 2),
+            Some(old) => super::flex::cat_positions(old, v),
             None => v,
         };
         self.k = Some(k.clone());

@@ -161,10 +161,19 @@ pub fn causal_attention(q: View, k: View, v: View, batch: usize, sh: Shape) -> V
         .enumerate()
         .for_each(|(bk, (kt, vp))| {
             let (bi, kv) = (bk / kv_heads, bk % kv_heads);
-            for j in 0..t {
-                for (c, &x) in k.row(bi, kv, j, d).iter().enumerate() {
-                    kt[c * tp + j] = x;
+            // In blocks of 16 keys, so each write fills a cache line of `kt` instead of
+            // scattering single floats a whole row apart.
+            for j0 in (0..t).step_by(16) {
+                let keys: Vec<&[f32]> = (j0..(j0 + 16).min(t))
+                    .map(|j| k.row(bi, kv, j, d))
+                    .collect();
+                for c in 0..d {
+                    for (dst, key) in kt[c * tp + j0..].iter_mut().zip(&keys) {
+                        *dst = key[c];
+                    }
                 }
+            }
+            for j in 0..t {
                 vp[j * dvp..j * dvp + dv].copy_from_slice(v.row(bi, kv, j, dv));
             }
         });

@@ -40,6 +40,73 @@ pub fn heads_major<B: Backend>(x: Tensor<B, 4>) -> Tensor<B, 4> {
     fast.unwrap_or_else(|| x.swap_dims(1, 2))
 }
 
+/// `a` and `b` (`[batch, heads, positions, width]`, any strides with contiguous rows) joined
+/// along the positions, in one copy on the CPU backend (burn-flex first makes a strided view
+/// contiguous, then copies it again into the result); other backends get burn's `cat`.
+pub fn cat_positions<B: Backend>(a: Tensor<B, 4>, b: Tensor<B, 4>) -> Tensor<B, 4> {
+    let ([n, h, ta, d], [nb, hb, tb, db]) = (a.dims(), b.dims());
+    let fast = (n == nb && h == hb && d == db)
+        .then(|| {
+            let (af, bf) = (as_flex(a.clone())?, as_flex(b.clone())?);
+            let (ra, rb) = (Rows::of(&af, d)?, Rows::of(&bf, d)?);
+            let t = ta + tb;
+            let mut out = vec![0f32; n * h * t * d];
+            for (index, plane) in out.chunks_exact_mut(t * d).enumerate() {
+                let (bi, head) = (index / h, index % h);
+                let (pa, pb) = plane.split_at_mut(ta * d);
+                ra.copy_plane(bi, head, pa);
+                rb.copy_plane(bi, head, pb);
+            }
+            from_vec(out, [n, h, t, d])
+        })
+        .flatten();
+    fast.unwrap_or_else(|| Tensor::cat(vec![a, b], 2))
+}
+
+/// A 4-D f32 view read in place: its rows along the last axis are contiguous.
+struct Rows<'a> {
+    data: &'a [f32],
+    offset: usize,
+    strides: [usize; 3],
+    width: usize,
+}
+
+impl<'a> Rows<'a> {
+    fn of(t: &'a FlexTensor, width: usize) -> Option<Self> {
+        if t.dtype() != burn::tensor::DType::F32 {
+            return None;
+        }
+        let l = t.layout();
+        let st = l.strides();
+        if st.len() != 4 || (st[3] != 1 && width > 1) || st.iter().any(|&x| x < 0) {
+            return None;
+        }
+        Some(Rows {
+            data: t.storage::<f32>(),
+            offset: l.start_offset(),
+            strides: [st[0] as usize, st[1] as usize, st[2] as usize],
+            width,
+        })
+    }
+
+    fn row(&self, b: usize, h: usize, i: usize) -> &'a [f32] {
+        let o = self.offset + b * self.strides[0] + h * self.strides[1] + i * self.strides[2];
+        &self.data[o..o + self.width]
+    }
+
+    /// Rows `0..` of `(b, h)` into `out` (whole rows), in one copy when they are adjacent.
+    fn copy_plane(&self, b: usize, h: usize, out: &mut [f32]) {
+        if self.strides[2] == self.width {
+            let o = self.offset + b * self.strides[0] + h * self.strides[1];
+            out.copy_from_slice(&self.data[o..o + out.len()]);
+        } else {
+            for (i, row) in out.chunks_exact_mut(self.width).enumerate() {
+                row.copy_from_slice(self.row(b, h, i));
+            }
+        }
+    }
+}
+
 /// `[b, s, h, d]` to `[b, h, s, d]`, row-major.
 fn transpose_seq_heads(xs: &[f32], [_, s, h, d]: [usize; 4]) -> Vec<f32> {
     let mut out = vec![0f32; xs.len()];
@@ -57,6 +124,43 @@ fn transpose_seq_heads(xs: &[f32], [_, s, h, d]: [usize; 4]) -> Vec<f32> {
 mod tests {
     use super::*;
     use crate::CpuBackend;
+
+    #[test]
+    fn joining_views_along_positions_equals_burns_cat() {
+        let dev = Default::default();
+        let data: Vec<f32> = (0..2 * 3 * 10 * 4).map(|i| i as f32).collect();
+        let full = Tensor::<CpuBackend, 4>::from_data(TensorData::new(data, [2, 3, 10, 4]), &dev);
+        // A narrowed view (a cached prefix) and a transposed one (new keys).
+        let a = full.clone().slice([0..2, 0..3, 0..7, 0..4]);
+        let b = Tensor::<CpuBackend, 4>::from_data(
+            full.clone()
+                .slice([0..2, 0..3, 7..10, 0..4])
+                .swap_dims(1, 2)
+                .into_data(),
+            &dev,
+        )
+        .swap_dims(1, 2);
+        assert_eq!(
+            cat_positions(a.clone(), b.clone())
+                .into_data()
+                .to_vec::<f32>()
+                .unwrap(),
+            Tensor::cat(vec![a, b], 2)
+                .into_data()
+                .to_vec::<f32>()
+                .unwrap()
+        );
+        assert_eq!(
+            cat_positions(
+                full.clone().slice([0..2, 0..3, 0..7, 0..4]),
+                full.clone().slice([0..2, 0..3, 7..10, 0..4])
+            )
+            .into_data()
+            .to_vec::<f32>()
+            .unwrap(),
+            full.into_data().to_vec::<f32>().unwrap()
+        );
+    }
 
     #[test]
     fn heads_major_equals_burns_transpose() {

@@ -3,8 +3,8 @@
 //! Written by hand because burn-flex's attention, for long sequences, runs every query row
 //! against every key tile on one thread: the half of the score matrix that causality hides is
 //! computed and then masked, and the second core idles. Here queries and keys are cut into
-//! tiles, tiles wholly in a query tile's future are skipped, every (head, query tile) pair is
-//! its own rayon task, and the softmax is the online one of flash attention, so no `[queries,
+//! tiles, tiles wholly in a query tile's future are skipped, every (batch row, query tile) pair
+//! is its own rayon task (its heads in turn, the query heads of a kv head stacked), and the softmax is the online one of flash attention, so no `[queries,
 //! keys]` matrix is ever held. Grouped query heads read their key/value head in place.
 //!
 //! The two block products (`q kᵀ` and `p v`) have a short side (the head width, 32 to 128),
@@ -47,6 +47,10 @@ pub fn try_causal<B: Backend>(
     let [kb, kvh, t, kd] = k.dims();
     let [vb, vh, vt, dv] = v.dims();
     if s == 0
+        || b == 0
+        || h == 0
+        || d == 0
+        || dv == 0
         || kb != b
         || vb != b
         || kd != d

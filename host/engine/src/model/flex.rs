@@ -33,10 +33,13 @@ pub fn from_vec<B: Backend, const D: usize>(
 /// iterator; this is one plain pass per head.
 pub fn heads_major<B: Backend>(x: Tensor<B, 4>) -> Tensor<B, 4> {
     let [b, s, h, d] = x.dims();
-    let fast = as_flex(x.clone()).and_then(|f| {
-        let xs = f.as_slice::<f32>()?;
-        from_vec(transpose_seq_heads(xs, [b, s, h, d]), [b, h, s, d])
-    });
+    let fast = (b * s * h * d > 0)
+        .then(|| as_flex(x.clone()))
+        .flatten()
+        .and_then(|f| {
+            let xs = f.as_slice::<f32>()?;
+            from_vec(transpose_seq_heads(xs, [b, s, h, d]), [b, h, s, d])
+        });
     fast.unwrap_or_else(|| x.swap_dims(1, 2))
 }
 

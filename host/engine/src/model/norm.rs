@@ -14,7 +14,8 @@ const TASK_ROWS: usize = 256;
 
 /// `norm.forward(x)`, in one pass (on the rayon pool when there are many rows) when `B` is the
 /// CPU backend: burn's form takes five passes over the activations (square, mean, add, sqrt,
-/// divide and scale), each allocating, on one thread. The arithmetic is burn's, in its order.
+/// divide and scale), each allocating, on one thread. The operations are burn's (its sum of
+/// squares may add in another order).
 pub fn rms_norm_forward<B: Backend, const D: usize>(
     norm: &RmsNorm<B>,
     x: Tensor<B, D>,
@@ -53,7 +54,7 @@ pub fn rms_norm_rows(xs: &[f32], gamma: &[f32], eps: f32) -> Vec<f32> {
     };
     let mut out = vec![0f32; xs.len()];
     if xs.len() <= TASK_ROWS * width {
-        // One task: no hand-off to the pool (a decode step).
+        // One task (a decode step, a short prompt): no hand-off to the pool.
         rows(&mut out, xs);
     } else {
         out.par_chunks_mut(TASK_ROWS * width)

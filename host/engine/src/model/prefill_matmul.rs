@@ -60,7 +60,8 @@ pub fn matmul(x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
                 })
             });
     } else if n <= TASK_COLUMNS {
-        // One task: no hand-off to the pool (a decode step's few rows).
+        // One task (a short prompt, a decode batch past small_matmul's): no hand-off to the
+        // pool.
         Arch::new().dispatch(Block {
             x,
             w,

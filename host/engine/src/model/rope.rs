@@ -55,8 +55,7 @@ impl Rope {
         self.inv_freq.len() * 2
     }
 
-    /// Tables for `positions`, given row-major as `[batch][seq]`, for `heads` query heads and
-    /// `kv_heads` key heads.
+    /// Tables for `positions`, given row-major as `[batch][seq]`.
     pub fn tables<B: Backend>(
         &self,
         positions: &[usize],
@@ -155,6 +154,9 @@ impl<B: Backend> RopeTables<B> {
     /// attention's `swap_dims(1, 2)` makes it contiguous.
     fn try_rotate_cpu(&self, x: &Tensor<B, 4>) -> Option<Tensor<B, 4>> {
         let [b, s, h, hd] = x.dims();
+        if b * s * h * hd == 0 {
+            return None;
+        }
         let xf = as_flex(x.clone())?;
         let xs = xf.as_slice::<f32>()?;
         let out = rotate_rows(xs, &self.cos, &self.sin, [b, s, h, hd]);
@@ -197,7 +199,7 @@ fn rotate_rows(xs: &[f32], cos: &[f32], sin: &[f32], [_, s, h, hd]: [usize; 4]) 
     };
     let mut out = vec![0f32; xs.len()];
     if xs.len() <= TASK_ELEMENTS {
-        // Small (a decode step): no hand-off to the pool.
+        // Small (a decode step, a short prompt): no hand-off to the pool.
         out.chunks_exact_mut(s * hd)
             .enumerate()
             .for_each(|(index, o)| plane(index, o));

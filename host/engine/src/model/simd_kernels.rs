@@ -39,7 +39,7 @@ pub enum Accumulate {
 /// register blocks as tall as the SIMD's register file allows.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-pub fn panel<S: Simd>(
+pub(crate) fn panel<S: Simd>(
     simd: S,
     m: usize,
     depth: usize,
@@ -74,9 +74,17 @@ fn rows<S: Simd, const MR: usize>(
     let l2 = 2 * S::F32_LANES;
     // `load` and `store` rely on vectors needing no more alignment than f32.
     assert!(std::mem::align_of::<S::f32s>() <= std::mem::align_of::<f32>());
-    assert!(depth == 0 || b.data.len() >= (depth - 1) * b.stride + l2);
-    assert!(m == 0 || a.data.len() >= (m - 1) * a.stride + depth);
-    assert!(m == 0 || c.len() >= (m - 1) * c_stride + l2);
+    // Checked arithmetic: a wrapped bound would let the unchecked reads below through.
+    let within = |rows: usize, stride: usize, width: usize, len: usize| {
+        rows == 0
+            || (rows - 1)
+                .checked_mul(stride)
+                .and_then(|x| x.checked_add(width))
+                .is_some_and(|end| end <= len)
+    };
+    assert!(within(depth, b.stride, l2, b.data.len()));
+    assert!(within(m, a.stride, depth, a.data.len()));
+    assert!(within(m, c_stride, l2, c.len()));
     let full = m - m % MR;
     for r0 in (0..full).step_by(MR) {
         // SAFETY: the asserts above bound every row and column read or written.

@@ -9,8 +9,8 @@
 //!
 //! Decode steps take this path and nothing else does ([`decode_scope`]): each output row is
 //! summed over `k` in the same order whatever the number of rows, so a sequence's logits do not
-//! depend on which or how many other sequences share its decode step, while prefill and
-//! scoring keep the general gemm.
+//! depend on which or how many other sequences share its decode step. Prefill, scoring and
+//! decode batches of more than [`MAX_DECODE_ROWS`] take [`super::prefill_matmul`].
 
 use burn::prelude::*;
 use rayon::prelude::*;
@@ -19,7 +19,7 @@ use super::flex::{as_flex, from_vec};
 
 /// Rows one pass over the weights serves; more rows take several passes.
 pub const MAX_ROWS: usize = 8;
-/// Most rows this path takes (a decode batch); more go to the general gemm.
+/// Most rows this path takes (a decode batch); more go to [`super::prefill_matmul`].
 pub const MAX_DECODE_ROWS: usize = 64;
 
 thread_local! {

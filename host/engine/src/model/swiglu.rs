@@ -40,7 +40,7 @@ pub fn silu_mul(gate: &[f32], up: &[f32]) -> Vec<f32> {
     assert_eq!(gate.len(), up.len());
     let mut out = vec![0f32; gate.len()];
     if gate.len() <= TASK {
-        // One task: no hand-off to the pool (a decode step).
+        // One task (small inputs): no hand-off to the pool.
         Arch::new().dispatch(Chunk {
             gate,
             up,
@@ -150,7 +150,7 @@ pub fn swiglu(x: &[f32], w_gate: &[f32], w_up: &[f32], m: usize, k: usize, n: us
         })
     };
     if m <= TASK_ROWS {
-        // One task: no hand-off to the pool (a decode step's few rows).
+        // One task (a short prompt): no hand-off to the pool.
         task(x, &mut y);
     } else {
         y.par_chunks_mut(TASK_ROWS * n)

@@ -201,50 +201,113 @@ pub fn causal_attention(q: View, k: View, v: View, batch: usize, sh: Shape) -> V
                 &kt[kv * d * tp..(kv + kv_heads) * d * tp],
                 &vp[kv * t * dvp..(kv + kv_heads) * t * dvp],
             );
+            // Too few tiles to keep every core busy (a short prompt): the stacks of heads of
+            // each tile become tasks of their own instead.
+            let split_heads = batch * s.div_ceil(QUERY_TILE) < 2 * rayon::current_num_threads();
             out.par_chunks_mut(QUERY_TILE * row)
                 .enumerate()
                 .for_each_init(
                     || Scratch::new(d, dvp),
                     |scratch, (tile, out)| {
                         let q0 = tile * QUERY_TILE;
-                        let m = QUERY_TILE.min(s - q0);
                         let group = dims.group;
                         // Query heads that share a kv head go through together (up to
                         // STACKED_HEADS at once): each key and value panel loaded serves them all.
-                        let stacks = (0..heads / group).flat_map(|kv| {
-                            (kv * group..(kv + 1) * group)
-                                .step_by(STACKED_HEADS)
-                                .map(move |h0| (kv, h0, (h0 + STACKED_HEADS).min((kv + 1) * group)))
-                        });
-                        for (kv, h0, h1) in stacks {
-                            // The queries in base 2: exp(x/√d) = exp2(x · log2 e/√d); row
-                            // (head - h0) · m + i is query q0 + i of that head.
-                            let scale = std::f32::consts::LOG2_E / (d as f32).sqrt();
-                            for (r, dst) in scratch
-                                .q
-                                .chunks_exact_mut(d)
-                                .take((h1 - h0) * m)
-                                .enumerate()
-                            {
-                                let src = q.row(bi, h0 + r / m, q0 + r % m, d);
-                                for (dst, &x) in dst.iter_mut().zip(src) {
-                                    *dst = x * scale;
-                                }
-                            }
-                            Arch::new().dispatch(QueryTile {
+                        let stacks: Vec<(usize, std::ops::Range<usize>)> = (0..heads / group)
+                            .flat_map(|kv| {
+                                (kv * group..(kv + 1) * group).step_by(STACKED_HEADS).map(
+                                    move |h0| (kv, h0..(h0 + STACKED_HEADS).min((kv + 1) * group)),
+                                )
+                            })
+                            .collect();
+                        let run = |scratch: &mut Scratch,
+                                   (kv, stack): (usize, std::ops::Range<usize>),
+                                   out: &mut [f32]| {
+                            stack_tile(
+                                StackInputs {
+                                    q,
+                                    kt: &kt[kv * d * tp..(kv + 1) * d * tp],
+                                    v: &vp[kv * t * dvp..(kv + 1) * t * dvp],
+                                },
+                                bi,
                                 q0,
-                                heads: h0..h1,
-                                kt: &kt[kv * d * tp..(kv + 1) * d * tp],
-                                v: &vp[kv * t * dvp..(kv + 1) * t * dvp],
+                                stack,
                                 out,
                                 dims,
                                 scratch,
+                            )
+                        };
+                        if !split_heads || stacks.len() == 1 {
+                            for stack in stacks {
+                                run(scratch, stack, out);
+                            }
+                            return;
+                        }
+                        // Each stack fills its own columns of a copy of the tile's rows.
+                        let parts: Vec<(std::ops::Range<usize>, Vec<f32>)> = stacks
+                            .into_par_iter()
+                            .map(|stack| {
+                                let mut part = vec![0f32; out.len()];
+                                let columns = stack.1.start * dv..stack.1.end * dv;
+                                run(&mut Scratch::new(d, dvp), stack, &mut part);
+                                (columns, part)
                             })
+                            .collect();
+                        for (columns, part) in parts {
+                            for (dst, src) in out.chunks_exact_mut(row).zip(part.chunks_exact(row))
+                            {
+                                dst[columns.clone()].copy_from_slice(&src[columns.clone()]);
+                            }
                         }
                     },
                 );
         });
     out
+}
+
+/// The keys and values of one kv head and the queries of every head.
+#[derive(Clone, Copy)]
+struct StackInputs<'a> {
+    q: View<'a>,
+    kt: &'a [f32],
+    v: &'a [f32],
+}
+
+/// One query tile of a stack of query heads sharing a kv head: their queries scaled into the
+/// scratch, then the tile's attention into those heads' columns of `out`.
+fn stack_tile(
+    inputs: StackInputs,
+    bi: usize,
+    q0: usize,
+    heads: std::ops::Range<usize>,
+    out: &mut [f32],
+    dims: Dims,
+    scratch: &mut Scratch,
+) {
+    let (d, m) = (dims.dim, QUERY_TILE.min(dims.queries - q0));
+    // The queries in base 2: exp(x/√d) = exp2(x · log2 e/√d); row (head - heads.start) · m + i
+    // is query q0 + i of that head.
+    let scale = std::f32::consts::LOG2_E / (d as f32).sqrt();
+    for (r, dst) in scratch
+        .q
+        .chunks_exact_mut(d)
+        .take(heads.len() * m)
+        .enumerate()
+    {
+        let src = inputs.q.row(bi, heads.start + r / m, q0 + r % m, d);
+        for (dst, &x) in dst.iter_mut().zip(src) {
+            *dst = x * scale;
+        }
+    }
+    Arch::new().dispatch(QueryTile {
+        q0,
+        heads,
+        kt: inputs.kt,
+        v: inputs.v,
+        out,
+        dims,
+        scratch,
+    })
 }
 
 /// Sizes one query tile needs.

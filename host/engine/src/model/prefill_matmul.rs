@@ -18,7 +18,7 @@ use super::flex::{as_flex, from_vec};
 
 use super::simd_kernels::{panel, Accumulate, Operand, PAD};
 
-const _: () = assert!(TASK_COLUMNS % PAD == 0);
+const _: () = assert!(TASK_COLUMNS % PAD == 0 && MIN_TASK_COLUMNS % PAD == 0);
 
 /// Rows one rayon task covers.
 const TASK_ROWS: usize = 96;
@@ -59,9 +59,8 @@ pub fn matmul(x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
                     y,
                 })
             });
-    } else if n <= TASK_COLUMNS {
-        // One task (a short prompt, a decode batch past small_matmul's): no hand-off to the
-        // pool.
+    } else if n <= columns_per_task(n) {
+        // Narrow: one task, no hand-off to the pool.
         Arch::new().dispatch(Block {
             x,
             w,
@@ -71,10 +70,11 @@ pub fn matmul(x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
             y: &mut y,
         });
     } else {
-        let parts: Vec<(usize, Vec<f32>)> = (0..n.div_ceil(TASK_COLUMNS))
+        let per_task = columns_per_task(n);
+        let parts: Vec<(usize, Vec<f32>)> = (0..n.div_ceil(per_task))
             .into_par_iter()
             .map(|t| {
-                let columns = t * TASK_COLUMNS..((t + 1) * TASK_COLUMNS).min(n);
+                let columns = t * per_task..((t + 1) * per_task).min(n);
                 let mut part = vec![0f32; m * columns.len()];
                 let c0 = columns.start;
                 Arch::new().dispatch(Block {
@@ -98,8 +98,18 @@ pub fn matmul(x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
     y
 }
 
-/// Columns one task covers when the rows are few (a multiple of [`PAD`]).
+/// Most columns one task covers when the rows are few (a multiple of [`PAD`]).
 const TASK_COLUMNS: usize = 4096;
+/// Fewest columns worth a task of their own.
+pub(crate) const MIN_TASK_COLUMNS: usize = 256;
+
+/// Columns per task when the rows are few: the columns shared over the pool's threads, within
+/// [`MIN_TASK_COLUMNS`] and [`TASK_COLUMNS`], a multiple of [`PAD`].
+fn columns_per_task(n: usize) -> usize {
+    n.div_ceil(rayon::current_num_threads())
+        .next_multiple_of(PAD)
+        .clamp(MIN_TASK_COLUMNS, TASK_COLUMNS)
+}
 
 /// One task: `y = x · w[:, columns]` for a slice of rows of `x`; `y` is row-major with the
 /// columns' width.

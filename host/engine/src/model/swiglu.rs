@@ -97,9 +97,10 @@ fn silu_mul_into<S: Simd>(simd: S, gate: &[f32], up: &[f32], out: &mut [f32]) {
 const TASK_ROWS: usize = 96;
 
 /// `silu(x W_gate) · (x W_up)` for `x [rows, k]` and both weights `[k, n]`, when `B` is the CPU
-/// backend, all are contiguous f32 and `n` is a whole number of column panels; `None` otherwise
-/// (the caller uses the projections and [`try_silu_mul`], which give the same values). Decode
-/// steps take the projections too: their few rows split by columns over the pool there.
+/// backend, all are contiguous f32, `n` is a whole number of column panels and the rows are
+/// many; `None` otherwise (the caller uses the projections and [`try_silu_mul`], which give the
+/// same values). Decode steps and short prompts take the projections: their few rows split by
+/// columns over the pool there.
 pub fn try_swiglu<B: Backend>(
     x: &Tensor<B, 2>,
     gate: &Tensor<B, 2>,
@@ -113,7 +114,10 @@ pub fn try_swiglu<B: Backend>(
         || kg != k
         || up.dims() != [k, n]
         || super::small_matmul::in_decode()
+        || (m <= TASK_ROWS && n > super::prefill_matmul::MIN_TASK_COLUMNS)
     {
+        // Few rows over many columns (a short prompt): the projections split by columns over
+        // the pool, which this fused form cannot; they give the same values.
         return None;
     }
     let (xf, gf, uf) = (

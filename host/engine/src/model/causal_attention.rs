@@ -17,12 +17,11 @@
 //! Keys may outnumber queries (a prefill that continues a cached prefix): the causal boundary is
 //! aligned at the last key, as burn's `is_causal` does.
 
-use burn::backend::flex::FlexTensor;
 use burn::prelude::*;
 use pulp::{Arch, Simd, WithSimd};
 use rayon::prelude::*;
 
-use super::flex::{as_flex, from_vec};
+use super::flex::{as_flex, from_vec, readable_in_place, Rows};
 use super::simd_kernels::{exp2, panel, Accumulate, Operand, PAD};
 
 /// Query rows per tile (a multiple of both register blockings' row counts).
@@ -63,9 +62,9 @@ pub fn try_causal<B: Backend>(
         return None;
     }
     let (qf, kf, vf) = (
-        strided(as_flex::<B, 4>(q.clone())?),
-        strided(as_flex::<B, 4>(k.clone())?),
-        strided(as_flex::<B, 4>(v.clone())?),
+        readable_in_place(as_flex::<B, 4>(q.clone())?),
+        readable_in_place(as_flex::<B, 4>(k.clone())?),
+        readable_in_place(as_flex::<B, 4>(v.clone())?),
     );
     let shape = Shape {
         heads: h,
@@ -75,55 +74,9 @@ pub fn try_causal<B: Backend>(
         dim: d,
         value_dim: dv,
     };
-    let out = causal_attention(view(&qf)?, view(&kf)?, view(&vf)?, b, shape);
+    let (q, k, v) = (Rows::of(&qf, d)?, Rows::of(&kf, d)?, Rows::of(&vf, dv)?);
+    let out = causal_attention(q, k, v, b, shape);
     from_vec(out, [b, s, h * dv])
-}
-
-/// The tensor as it is when its rows are contiguous with positive strides (a transposed or
-/// narrowed view, read in place), else a contiguous copy.
-fn strided(t: FlexTensor) -> FlexTensor {
-    let l = t.layout();
-    if l.has_positive_strides() && l.strides().last() == Some(&1) {
-        t
-    } else {
-        t.to_contiguous()
-    }
-}
-
-fn view(t: &FlexTensor) -> Option<View<'_>> {
-    if t.dtype() != burn::tensor::DType::F32 {
-        return None;
-    }
-    let l = t.layout();
-    let st = l.strides();
-    if st.len() != 4 || st[3] != 1 || st.iter().any(|&x| x < 0) {
-        return None;
-    }
-    Some(View {
-        data: t.storage::<f32>(),
-        offset: l.start_offset(),
-        strides: [st[0] as usize, st[1] as usize, st[2] as usize],
-    })
-}
-
-/// A 4-D f32 tensor `[batch, heads, positions, width]` read in place: rows along the width are
-/// contiguous, the other axes have any strides.
-#[derive(Clone, Copy, Debug)]
-pub struct View<'a> {
-    /// The storage the offsets index.
-    pub data: &'a [f32],
-    /// Where element `[0, 0, 0, 0]` is.
-    pub offset: usize,
-    /// Strides of the batch, head and position axes.
-    pub strides: [usize; 3],
-}
-
-impl<'a> View<'a> {
-    fn row(&self, batch: usize, head: usize, position: usize, width: usize) -> &'a [f32] {
-        let [sb, sh, sp] = self.strides;
-        let o = self.offset + batch * sb + head * sh + position * sp;
-        &self.data[o..o + width]
-    }
 }
 
 /// Sizes of one attention call (per batch row).
@@ -145,7 +98,7 @@ pub struct Shape {
 
 /// The tiled causal attention (see the module doc) of `q [batch, heads, queries, dim]` and `k`,
 /// `v` `[batch, kv_heads, keys, width]`; returns `[batch, queries, heads · value_dim]`.
-pub fn causal_attention(q: View, k: View, v: View, batch: usize, sh: Shape) -> Vec<f32> {
+pub fn causal_attention(q: Rows, k: Rows, v: Rows, batch: usize, sh: Shape) -> Vec<f32> {
     let Shape {
         heads,
         kv_heads,
@@ -168,9 +121,7 @@ pub fn causal_attention(q: View, k: View, v: View, batch: usize, sh: Shape) -> V
             // In blocks of 16 keys, so each write fills a cache line of `kt` instead of
             // scattering single floats a whole row apart.
             for j0 in (0..t).step_by(16) {
-                let keys: Vec<&[f32]> = (j0..(j0 + 16).min(t))
-                    .map(|j| k.row(bi, kv, j, d))
-                    .collect();
+                let keys: Vec<&[f32]> = (j0..(j0 + 16).min(t)).map(|j| k.row(bi, kv, j)).collect();
                 for c in 0..d {
                     for (dst, key) in kt[c * tp + j0..].iter_mut().zip(&keys) {
                         *dst = key[c];
@@ -178,7 +129,7 @@ pub fn causal_attention(q: View, k: View, v: View, batch: usize, sh: Shape) -> V
                 }
             }
             for j in 0..t {
-                vp[j * dvp..j * dvp + dv].copy_from_slice(v.row(bi, kv, j, dv));
+                vp[j * dvp..j * dvp + dv].copy_from_slice(v.row(bi, kv, j));
             }
         });
     let dims = Dims {
@@ -268,7 +219,7 @@ pub fn causal_attention(q: View, k: View, v: View, batch: usize, sh: Shape) -> V
 /// The keys and values of one kv head and the queries of every head.
 #[derive(Clone, Copy)]
 struct StackInputs<'a> {
-    q: View<'a>,
+    q: Rows<'a>,
     kt: &'a [f32],
     v: &'a [f32],
 }
@@ -294,7 +245,7 @@ fn stack_tile(
         .take(heads.len() * m)
         .enumerate()
     {
-        let src = inputs.q.row(bi, heads.start + r / m, q0 + r % m, d);
+        let src = inputs.q.row(bi, heads.start + r / m, q0 + r % m);
         for (dst, &x) in dst.iter_mut().zip(src) {
             *dst = x * scale;
         }

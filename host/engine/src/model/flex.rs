@@ -66,8 +66,21 @@ pub fn cat_positions<B: Backend>(a: Tensor<B, 4>, b: Tensor<B, 4>) -> Tensor<B, 
     fast.unwrap_or_else(|| Tensor::cat(vec![a, b], 2))
 }
 
-/// A 4-D f32 view read in place: its rows along the last axis are contiguous.
-struct Rows<'a> {
+/// The tensor as it is when its rows are contiguous with positive strides (a transposed or
+/// narrowed view, which [`Rows`] reads in place), else a contiguous copy.
+pub fn readable_in_place(t: FlexTensor) -> FlexTensor {
+    let l = t.layout();
+    if l.has_positive_strides() && l.strides().last() == Some(&1) {
+        t
+    } else {
+        t.to_contiguous()
+    }
+}
+
+/// A 4-D f32 tensor `[batch, heads, positions, width]` read in place: its rows along the width
+/// are contiguous, the other axes have any (non-negative) strides.
+#[derive(Clone, Copy, Debug)]
+pub struct Rows<'a> {
     data: &'a [f32],
     offset: usize,
     strides: [usize; 3],
@@ -75,7 +88,8 @@ struct Rows<'a> {
 }
 
 impl<'a> Rows<'a> {
-    fn of(t: &'a FlexTensor, width: usize) -> Option<Self> {
+    /// The rows of `t` (`width` wide), when it is f32 with such a layout.
+    pub fn of(t: &'a FlexTensor, width: usize) -> Option<Self> {
         if t.dtype() != burn::tensor::DType::F32 {
             return None;
         }
@@ -92,7 +106,8 @@ impl<'a> Rows<'a> {
         })
     }
 
-    fn row(&self, b: usize, h: usize, i: usize) -> &'a [f32] {
+    /// Row `[b, h, i, ..]`.
+    pub fn row(&self, b: usize, h: usize, i: usize) -> &'a [f32] {
         let o = self.offset + b * self.strides[0] + h * self.strides[1] + i * self.strides[2];
         &self.data[o..o + self.width]
     }

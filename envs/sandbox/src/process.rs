@@ -1,0 +1,205 @@
+//! Starting bubblewrap with the limits, feeding and reading it, and killing it at its wall clock.
+
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::Limits;
+
+/// What a sandboxed command did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunOutput {
+    /// Its exit code (bubblewrap passes the command's on; 128 + n when signal n ended it
+    /// inside), `None` when the sandbox itself was killed.
+    pub exit_code: Option<i32>,
+    /// Whether the wall clock ran out and the sandbox was killed.
+    pub timed_out: bool,
+    /// Its stdout, up to the limit.
+    pub stdout: Vec<u8>,
+    /// Its stderr, up to the limit.
+    pub stderr: Vec<u8>,
+    /// Whether stdout or stderr went past the limit (the rest was dropped).
+    pub truncated: bool,
+    /// Wall-clock time from start to end.
+    pub elapsed: Duration,
+}
+
+impl RunOutput {
+    /// Whether it exited with 0 in time.
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out
+    }
+
+    /// stdout as text (invalid UTF-8 replaced).
+    pub fn stdout_text(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+
+    /// stderr as text (invalid UTF-8 replaced).
+    pub fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).into_owned()
+    }
+}
+
+/// One bubblewrap start.
+pub(crate) struct Spawn<'a> {
+    pub bwrap: &'a Path,
+    pub args: Vec<std::ffi::OsString>,
+    pub uid: Option<u32>,
+    pub limits: &'a Limits,
+    pub processes: u64,
+    pub stdin: &'a [u8],
+    pub wall: Duration,
+}
+
+pub(crate) fn run(s: Spawn) -> std::io::Result<RunOutput> {
+    let l = s.limits;
+    let cpu = l.cpu_seconds as libc::rlim_t;
+    let rlimits: [(libc::__rlimit_resource_t, libc::rlim_t, libc::rlim_t); 6] = [
+        (libc::RLIMIT_AS, l.memory_bytes as _, l.memory_bytes as _),
+        // The soft limit sends SIGXCPU, the hard one a second later SIGKILL.
+        (libc::RLIMIT_CPU, cpu, cpu + 1),
+        (libc::RLIMIT_NPROC, s.processes as _, s.processes as _),
+        (
+            libc::RLIMIT_FSIZE,
+            l.file_size_bytes as _,
+            l.file_size_bytes as _,
+        ),
+        (libc::RLIMIT_NOFILE, l.open_files as _, l.open_files as _),
+        (libc::RLIMIT_CORE, 0, 0),
+    ];
+    let mut cmd = Command::new(s.bwrap);
+    // An empty environment: bubblewrap's own would be readable inside at /proc/1/environ.
+    cmd.env_clear()
+        .args(&s.args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    if let Some(u) = s.uid {
+        cmd.uid(u).gid(u);
+    }
+    // SAFETY: the closure only calls setrlimit (async-signal-safe) on values computed before
+    // the fork; it runs after the uid switch, so it only lowers limits.
+    unsafe {
+        cmd.pre_exec(move || {
+            for (resource, soft, hard) in rlimits {
+                let r = libc::rlimit {
+                    rlim_cur: soft,
+                    rlim_max: hard,
+                };
+                if libc::setrlimit(resource, &r) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let started = Instant::now();
+    let mut child = cmd.spawn()?;
+    let pid = child.id() as libc::pid_t;
+    // Writing and reading on threads of their own, so a command that ignores its stdin or
+    // fills one pipe while we wait on the other cannot stall us.
+    let mut stdin = child.stdin.take().expect("piped");
+    let input = s.stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let cap = l.output_bytes;
+    let out = child.stdout.take().expect("piped");
+    let err = child.stderr.take().expect("piped");
+    let out = std::thread::spawn(move || read_capped(out, cap));
+    let err = std::thread::spawn(move || read_capped(err, cap));
+    let deadline = started + s.wall;
+    let mut timed_out = false;
+    let mut pause = Duration::from_millis(1);
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if Instant::now() >= deadline {
+            // The whole group: bubblewrap, and with it the sandbox's PID namespace. Sent
+            // before the child is reaped, so the group id cannot belong to anyone else yet.
+            // SAFETY: kill has no memory preconditions.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+            timed_out = true;
+            break child.wait()?;
+        }
+        std::thread::sleep(pause.min(deadline.saturating_duration_since(Instant::now())));
+        pause = (pause * 2).min(Duration::from_millis(20));
+    };
+    let _ = writer.join();
+    let (stdout, t_out) = out.join().expect("reader thread");
+    let (stderr, t_err) = err.join().expect("reader thread");
+    Ok(RunOutput {
+        exit_code: if timed_out { None } else { status.code() },
+        timed_out,
+        stdout,
+        stderr,
+        truncated: t_out || t_err,
+        elapsed: started.elapsed(),
+    })
+}
+
+/// Reads to the end, keeping the first `cap` bytes; says whether more came.
+fn read_capped(mut r: impl Read, cap: usize) -> (Vec<u8>, bool) {
+    let mut kept = Vec::new();
+    let mut buf = [0u8; 16 << 10];
+    let mut more = false;
+    loop {
+        match r.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let room = cap.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+                more |= n > room;
+            }
+        }
+    }
+    (kept, more)
+}
+
+/// Tasks (processes and threads) the user `uid` has now, which `RLIMIT_NPROC` counts.
+pub(crate) fn tasks_of_user(uid: u32) -> u64 {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return 0;
+    };
+    let mut n = 0;
+    for entry in dir.flatten() {
+        let Ok(status) = std::fs::read_to_string(entry.path().join("status")) else {
+            continue;
+        };
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|v| v.parse::<u64>().ok())
+        };
+        if field("Uid:") == Some(uid as u64) {
+            n += field("Threads:").unwrap_or(1);
+        }
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_past_the_cap_is_dropped_and_flagged() {
+        let (kept, more) = read_capped(&[7u8; 100][..], 40);
+        assert_eq!((kept.len(), more), (40, true));
+        let (kept, more) = read_capped(&[7u8; 40][..], 40);
+        assert_eq!((kept.len(), more), (40, false));
+    }
+
+    #[test]
+    fn this_process_counts_among_its_users_tasks() {
+        // SAFETY: getuid has no preconditions.
+        assert!(tasks_of_user(unsafe { libc::getuid() }) >= 1);
+    }
+}

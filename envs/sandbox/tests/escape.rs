@@ -1,0 +1,298 @@
+//! Escape attempts against the real sandbox (bubblewrap from Debian's `bubblewrap`, which
+//! `.ci/run` installs): each must fail, and the host must be unharmed.
+
+use std::io::Read;
+use std::net::TcpListener;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use openclaw_sandbox::{Limits, Run, Sandbox, SandboxConfig};
+
+fn sandbox(limits: Limits) -> Sandbox {
+    Sandbox::new(SandboxConfig {
+        limits,
+        ..SandboxConfig::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn short() -> Limits {
+    Limits {
+        wall: Duration::from_secs(20),
+        ..Limits::default()
+    }
+}
+
+/// Host processes whose command line contains `marker`.
+fn host_processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let mut cmdline = Vec::new();
+        if std::fs::File::open(entry.path().join("cmdline"))
+            .and_then(|mut f| f.read_to_end(&mut cmdline))
+            .is_err()
+        {
+            continue;
+        }
+        let text = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if text.contains(marker) && !text.contains("cargo") {
+            found.push(text);
+        }
+    }
+    found
+}
+
+#[test]
+fn the_work_directory_is_the_only_place_written_and_it_reaches_the_host() {
+    let sb = sandbox(short());
+    let w = sb.workdir().unwrap();
+    let out = w
+        .run(&Run::shell(
+            "echo hello > /work/out.txt && python3 -c 'print(6 * 7)' && id -un && pwd",
+        ))
+        .unwrap();
+    assert!(out.success(), "{out:?}");
+    assert_eq!(out.stdout_text(), "42\nsandbox\n/work\n");
+    assert_eq!(
+        std::fs::read_to_string(w.path().join("out.txt")).unwrap(),
+        "hello\n"
+    );
+    for target in [
+        "/usr/evil",
+        "/etc/evil",
+        "/evil",
+        "/proc/sys/kernel/hostname",
+    ] {
+        let out = w.run(&Run::shell(&format!("echo x > {target}"))).unwrap();
+        assert_ne!(out.exit_code, Some(0), "wrote {target}: {out:?}");
+    }
+    assert!(!Path::new("/usr/evil").exists() && !Path::new("/evil").exists());
+}
+
+#[test]
+fn host_files_outside_the_binds_cannot_be_read() {
+    let sb = sandbox(short());
+    let secret_dir = tempfile::tempdir().unwrap();
+    let secret = secret_dir.path().join("secret.txt");
+    std::fs::write(&secret, "hunter2").unwrap();
+    let w = sb.workdir().unwrap();
+    // A link the sandbox finds in its own directory, pointing at the host file.
+    std::os::unix::fs::symlink(&secret, w.path().join("link")).unwrap();
+    let other = sb.workdir().unwrap();
+    std::fs::write(other.path().join("theirs.txt"), "another episode").unwrap();
+    let here = std::env::current_dir().unwrap();
+    for path in [
+        secret.display().to_string(),
+        "/work/link".into(),
+        "/etc/shadow".into(),
+        "/root/.bashrc".into(),
+        here.join("Cargo.toml").display().to_string(),
+        other.path().join("theirs.txt").display().to_string(),
+    ] {
+        let out = w.run(&Run::new(["cat", &path])).unwrap();
+        assert_ne!(out.exit_code, Some(0), "read {path}: {out:?}");
+        assert!(!out.stdout_text().contains("hunter2"));
+    }
+    let out = w.run(&Run::shell("ls / /etc")).unwrap();
+    assert!(!out.stdout_text().contains("home"), "{}", out.stdout_text());
+    assert!(
+        !out.stdout_text().contains("shadow"),
+        "{}",
+        out.stdout_text()
+    );
+}
+
+#[test]
+fn the_network_is_unreachable_even_on_the_hosts_loopback() {
+    let sb = sandbox(short());
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let w = sb.workdir().unwrap();
+    let script = format!(
+        "import socket\n\
+         for host, port in [('127.0.0.1', {port}), ('1.1.1.1', 80)]:\n\
+         \x20   try:\n\
+         \x20       socket.create_connection((host, port), timeout=3)\n\
+         \x20       print('CONNECTED', host)\n\
+         \x20   except OSError as e:\n\
+         \x20       print('refused', host, e.errno)\n\
+         try:\n\
+         \x20   socket.getaddrinfo('example.com', 80)\n\
+         \x20   print('RESOLVED')\n\
+         except OSError:\n\
+         \x20   print('no dns')\n"
+    );
+    let out = w.run(&Run::new(["python3", "-c", &script])).unwrap();
+    assert!(out.success(), "{out:?}");
+    let said = out.stdout_text();
+    assert!(
+        !said.contains("CONNECTED") && !said.contains("RESOLVED"),
+        "{said}"
+    );
+    assert_eq!(said.matches("refused").count(), 2, "{said}");
+    listener.set_nonblocking(true).unwrap();
+    assert!(
+        listener.accept().is_err(),
+        "nothing reached the host's port"
+    );
+}
+
+#[test]
+fn the_hosts_environment_does_not_reach_the_sandbox() {
+    let sb = sandbox(short());
+    let w = sb.workdir().unwrap();
+    // The test runs under cargo, whose variables (CARGO_*) are in this process's environment.
+    assert!(std::env::vars().any(|(k, _)| k.starts_with("CARGO")));
+    let out = w
+        .run(&Run::shell("env; cat /proc/*/environ | tr '\\0' '\\n'").env("TASK", "t1"))
+        .unwrap();
+    let said = out.stdout_text();
+    assert!(!said.contains("CARGO"), "{said}");
+    let names: std::collections::BTreeSet<&str> = said
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+        .collect();
+    for name in &names {
+        assert!(
+            ["PATH", "HOME", "LANG", "TMPDIR", "TASK", "PWD", "SHLVL", "_", "OLDPWD"]
+                .contains(name),
+            "{name} leaked in: {said}"
+        );
+    }
+}
+
+#[test]
+fn a_fork_bomb_is_contained_and_leaves_nothing() {
+    let sb = sandbox(Limits {
+        wall: Duration::from_secs(4),
+        processes: 32,
+        ..Limits::default()
+    });
+    let w = sb.workdir().unwrap();
+    let started = Instant::now();
+    let out = w
+        .run(&Run::new([
+            "bash",
+            "-c",
+            "bomb() { bomb | bomb & }; bomb; sleep 424242",
+        ]))
+        .unwrap();
+    assert!(out.timed_out, "{out:?}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(host_processes_with("424242").is_empty());
+    if let Some(uid) = w.uid() {
+        // The sandbox's init may linger a moment as a zombie, until the host's init reaps it.
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while tasks_of(uid) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert_eq!(tasks_of(uid), 0, "processes of uid {uid} remain");
+    }
+    // The host still starts processes.
+    assert!(std::process::Command::new("true")
+        .status()
+        .unwrap()
+        .success());
+}
+
+/// Live (not zombie) processes of `uid` on the host.
+fn tasks_of(uid: u32) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read_to_string(e.path().join("status")).is_ok_and(|s| {
+                let field = |name: &str| {
+                    s.lines()
+                        .find_map(|l| l.strip_prefix(name))
+                        .and_then(|v| v.split_whitespace().next())
+                        .map(str::to_string)
+                };
+                field("Uid:") == Some(uid.to_string()) && field("State:").as_deref() != Some("Z")
+            })
+        })
+        .count()
+}
+
+#[test]
+fn a_memory_hog_gets_a_memory_error_and_ordinary_use_fits() {
+    let sb = sandbox(Limits {
+        memory_bytes: 512 << 20,
+        ..short()
+    });
+    let w = sb.workdir().unwrap();
+    let out = w
+        .run(&Run::new(["python3", "-c", "a = bytearray(4 << 30)"]))
+        .unwrap();
+    assert_ne!(out.exit_code, Some(0));
+    assert!(out.stderr_text().contains("MemoryError"), "{out:?}");
+    let out = w
+        .run(&Run::new([
+            "python3",
+            "-c",
+            "a = bytearray(100 << 20); print(len(a) >> 20)",
+        ]))
+        .unwrap();
+    assert_eq!(out.stdout_text(), "100\n", "{out:?}");
+}
+
+#[test]
+fn cpu_time_file_size_and_the_wall_clock_are_limited() {
+    let sb = sandbox(Limits {
+        cpu_seconds: 1,
+        file_size_bytes: 1 << 20,
+        wall: Duration::from_secs(20),
+        ..Limits::default()
+    });
+    let w = sb.workdir().unwrap();
+    let started = Instant::now();
+    let out = w
+        .run(&Run::new(["python3", "-c", "while True: pass"]))
+        .unwrap();
+    assert!(!out.timed_out && out.exit_code != Some(0), "{out:?}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let out = w
+        .run(&Run::shell("head -c 5000000 /dev/zero > /work/big"))
+        .unwrap();
+    assert_ne!(out.exit_code, Some(0));
+    assert!(std::fs::metadata(w.path().join("big")).unwrap().len() <= 1 << 20);
+    let started = Instant::now();
+    let out = w
+        .run(&Run::new(["sleep", "30"]).wall(Duration::from_millis(500)))
+        .unwrap();
+    assert!(out.timed_out && out.exit_code.is_none(), "{out:?}");
+    assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+#[test]
+fn nothing_outlives_its_command() {
+    let sb = sandbox(short());
+    let w = sb.workdir().unwrap();
+    let out = w
+        .run(&Run::shell(
+            "setsid sleep 535353 & nohup sleep 535354 >/dev/null 2>&1 & \
+             (sleep 535355 &) ; echo started",
+        ))
+        .unwrap();
+    assert_eq!(out.stdout_text(), "started\n", "{out:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        host_processes_with("53535").is_empty(),
+        "{:?}",
+        host_processes_with("53535")
+    );
+}
+
+#[test]
+fn output_is_capped_and_stdin_is_fed() {
+    let sb = sandbox(Limits {
+        output_bytes: 1000,
+        ..short()
+    });
+    let w = sb.workdir().unwrap();
+    let out = w.run(&Run::new(["cat"]).stdin("from the host")).unwrap();
+    assert_eq!(out.stdout_text(), "from the host");
+    let out = w.run(&Run::shell("head -c 100000 /dev/zero")).unwrap();
+    assert!(out.success() && out.truncated && out.stdout.len() == 1000);
+}

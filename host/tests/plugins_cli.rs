@@ -210,6 +210,12 @@ fn a_new_plugin_builds_loads_and_passes_its_checks_unchanged() {
         assert!(out.contains(&format!("ok    {kind}: constructs")), "{out}");
     }
     assert!(out.contains(" 0 failed"), "{out}");
+    // The env's score after the loop crossed the boundary (API 1.2's `evaluate`): the
+    // scaffold's agent stand-in never says the next number, so it counted none of 5.
+    assert!(
+        out.contains("episode ended after 5 steps, evaluated 0"),
+        "{out}"
+    );
 
     // And its name is found from its parent folder through the plugin search path.
     let o = host_in(

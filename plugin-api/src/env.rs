@@ -59,6 +59,20 @@ pub struct StepOutcome {
     pub info: EnvInfo,
 }
 
+/// The score of an episode, given after its loop ended (finished, truncated, or cut off by the
+/// host at a limit or a timeout).
+#[repr(C)]
+#[derive(StableAbi, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    /// The outcome reward (±1 for a right or wrong answer, the share of tests passed, ...).
+    pub reward: f32,
+    /// Whether the task counts as solved (for solve rates and pass@k).
+    pub solved: bool,
+    /// Details for logs and the buffer (the answer found, test names, output tails), as JSON
+    /// text.
+    pub details_json: RString,
+}
+
 /// An environment, written in plain Rust. Episodes are addressed by the id `reset` returns,
 /// so one environment object serves many parallel workers.
 pub trait Env: Send + Sync + 'static {
@@ -78,4 +92,16 @@ pub trait Env: Send + Sync + 'static {
 
     /// Ends an episode and frees what it holds.
     fn close(&self, episode: u64) -> crate::PluginResult<()>;
+
+    /// Scores an episode after its loop, before `close`; called even when the episode did not
+    /// end on its own (API 1.2). Environments that score only step by step keep this default,
+    /// and the host then uses their step rewards.
+    fn evaluate(&self, episode: u64) -> crate::PluginResult<Evaluation> {
+        let _ = episode;
+        Err(crate::env::NO_EVALUATE.into())
+    }
 }
+
+/// What an environment without its own `evaluate` answers (the host falls back to the episode's
+/// step rewards when it sees this).
+pub const NO_EVALUATE: &str = "this environment does not evaluate episodes";

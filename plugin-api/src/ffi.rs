@@ -6,7 +6,7 @@
 //! because a panic that unwinds across `extern "C"` aborts the host.
 
 use crate::conversation::TrainingSample;
-use crate::env::{Action, Env, Observation, StepOutcome, Task};
+use crate::env::{Action, Env, Evaluation, Observation, StepOutcome, Task};
 use crate::host::{FfiHostBox, HostServices};
 use crate::loss::{Loss, LossBatch, LossInputs, LossOutput};
 use crate::reward::{Reward, Score, ScoreRequest};
@@ -121,6 +121,12 @@ pub trait FfiEnv: Send + Sync {
     /// Ends an episode.
     #[sabi(last_prefix_field)]
     fn close(&self, episode: u64) -> RResult<(), RString>;
+    /// Scores an episode (appended in 1.2: a library built against 1.1 has no such entry and
+    /// answers with this body).
+    fn evaluate(&self, episode: u64) -> RResult<Evaluation, RString> {
+        let _ = episode;
+        RResult::RErr(crate::env::NO_EVALUATE.into())
+    }
 }
 
 /// A boxed [`FfiLoss`].
@@ -175,6 +181,9 @@ impl<T: Env> FfiEnv for Adapter<T> {
     }
     fn close(&self, episode: u64) -> RResult<(), RString> {
         guard("env.close", || self.0.close(episode))
+    }
+    fn evaluate(&self, episode: u64) -> RResult<Evaluation, RString> {
+        guard("env.evaluate", || self.0.evaluate(episode))
     }
 }
 
@@ -263,5 +272,33 @@ mod tests {
         assert_eq!(r.into_result().unwrap_err().as_str(), "nope");
         let r: RResult<u32, RString> = guard("thing", || Ok(3u32));
         assert_eq!(r.into_result().unwrap(), 3);
+    }
+
+    /// An environment with step rewards only, which keeps `evaluate`'s default.
+    struct Steps;
+
+    impl Env for Steps {
+        fn new(_: &str, _: HostServices) -> Result<Self, String> {
+            Ok(Steps)
+        }
+        fn tasks(&self, _: &str) -> Result<Vec<Task>, String> {
+            Ok(Vec::new())
+        }
+        fn reset(&self, _: &Task, _: u64) -> Result<(u64, Observation), String> {
+            Ok((1, Observation::default()))
+        }
+        fn step(&self, _: u64, _: &Action) -> Result<StepOutcome, String> {
+            Ok(StepOutcome::default())
+        }
+        fn close(&self, _: u64) -> Result<(), String> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn an_env_without_evaluate_says_so_across_the_boundary() {
+        let env: EnvBox = FfiEnv_TO::from_value(Adapter(Steps), sabi_trait::TD_Opaque);
+        let said = env.evaluate(1).into_result().unwrap_err();
+        assert_eq!(said.as_str(), crate::env::NO_EVALUATE);
     }
 }

@@ -481,8 +481,15 @@ fn check_env(plugin: &LoadedPlugin, config: &str, c: &mut Checks) {
                 return Err("the episode did not end within 200 steps".into());
             }
         }
+        let scored = match env.evaluate(id).map_err(|e| format!("evaluate: {e:#}"))? {
+            Some(e) if !e.reward.is_finite() => {
+                return Err(format!("evaluate: reward is {}", e.reward))
+            }
+            Some(e) => format!(", evaluated {}", e.reward),
+            None => String::new(),
+        };
         env.close(id).map_err(|e| format!("close: {e:#}"))?;
-        Ok(format!("episode ended after {steps} steps"))
+        Ok(format!("episode ended after {steps} steps{scored}"))
     })();
     c.record("runs an episode to its end", episode);
 }

@@ -8,8 +8,9 @@ use openclaw_plugin_api::ffi::{EnvBox, GenerateBox, LossBox, RewardBox, RolloutB
 use openclaw_plugin_api::host::{LogLevel, LogSink};
 use openclaw_plugin_api::GenerateRequest;
 use openclaw_plugin_api::{
-    Action, HostServices, LossBatch, LossOutput, Observation, PluginKind, RolloutOutput,
-    RolloutRequest, Score, ScoreRequest, StepOutcome, Task, TrainingSample,
+    Action, Evaluation, HostServices, LossBatch, LossOutput, Observation, PluginKind,
+    RolloutOutput, RolloutRequest, Score, ScoreRequest, StepOutcome, Task, TrainingSample,
+    NO_EVALUATE,
 };
 use std::sync::Arc;
 
@@ -180,5 +181,13 @@ impl EnvHandle {
     /// Ends an episode.
     pub fn close(&self, episode: u64) -> Result<()> {
         call(&self.plugin, PluginKind::Env, self.inner.close(episode))
+    }
+    /// Scores an episode after its loop (`Ok(None)` when the environment does not evaluate:
+    /// it scores by step rewards, or was built against API 1.1).
+    pub fn evaluate(&self, episode: u64) -> Result<Option<Evaluation>> {
+        match self.inner.evaluate(episode).into_result() {
+            Err(e) if e.as_str() == NO_EVALUATE => Ok(None),
+            r => call(&self.plugin, PluginKind::Env, r.into()).map(Some),
+        }
     }
 }

@@ -467,8 +467,8 @@ const ENV_TEMPLATE: &str = r#"//! The environment: the agent counts upwards, one
 
 use openclaw_plugin_api::serde::Deserialize;
 use openclaw_plugin_api::{
-    parse_config_section, Action, Env, EnvInfo, HostServices, Message, Observation, PluginResult,
-    StepOutcome, Task,
+    parse_config_section, Action, Env, EnvInfo, Evaluation, HostServices, Message, Observation,
+    PluginResult, StepOutcome, Task,
 };
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -488,6 +488,7 @@ impl Default for Config {
 }
 
 struct Episode {
+    start: u32,
     next: u32,
     steps: u32,
 }
@@ -522,7 +523,7 @@ impl Env for MyEnv {
         let start = task.id.rsplit('-').next().and_then(|s| s.parse().ok()).unwrap_or(1);
         let mut id = self.next_id.lock().map_err(|e| e.to_string())?;
         *id += 1;
-        self.episodes.lock().map_err(|e| e.to_string())?.insert(*id, Episode { next: start, steps: 0 });
+        self.episodes.lock().map_err(|e| e.to_string())?.insert(*id, Episode { start, next: start, steps: 0 });
         let obs = Observation { messages: vec![Message::new("user", &task.instruction)].into(), tools_json: "".into() };
         Ok((*id, obs))
     }
@@ -550,6 +551,19 @@ impl Env for MyEnv {
     fn close(&self, episode: u64) -> PluginResult<()> {
         self.episodes.lock().map_err(|e| e.to_string())?.remove(&episode);
         Ok(())
+    }
+
+    /// The outcome, after the loop (also when the host cut it off): the share of steps that
+    /// said the next number.
+    fn evaluate(&self, episode: u64) -> PluginResult<Evaluation> {
+        let eps = self.episodes.lock().map_err(|e| e.to_string())?;
+        let ep = eps.get(&episode).ok_or_else(|| format!("no episode {episode}"))?;
+        let counted = ep.next - ep.start;
+        Ok(Evaluation {
+            reward: counted as f32 / self.cfg.max_steps as f32,
+            solved: counted == self.cfg.max_steps,
+            details_json: format!("{{\"counted\": {counted}}}").into(),
+        })
     }
 }
 "#;

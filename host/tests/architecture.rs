@@ -102,7 +102,11 @@ fn serving_never_imports_the_trainer() {
 }
 
 /// The workspace crates a plugin may link: the ABI, and the judge helpers built on it alone.
-const PLUGIN_DEPENDENCIES: [&str; 2] = ["openclaw-plugin-api", "openclaw-judging"];
+const PLUGIN_DEPENDENCIES: [&str; 3] = [
+    "openclaw-plugin-api",
+    "openclaw-judging",
+    "openclaw-sandbox",
+];
 
 #[test]
 fn plugins_depend_only_on_the_abi_crate() {
@@ -111,6 +115,12 @@ fn plugins_depend_only_on_the_abi_crate() {
     // through them.
     let judging = dependencies(&root.join("methods/judging/Cargo.toml"));
     assert_eq!(judging, vec!["openclaw-plugin-api".to_string()]);
+    // The environments' sandbox is std, libc and temporary directories: no host crate.
+    let sandbox = dependencies(&root.join("envs/sandbox/Cargo.toml"));
+    assert!(
+        sandbox.iter().all(|d| d == "libc" || d == "tempfile"),
+        "{sandbox:?}"
+    );
     let mut crates = Vec::new();
     for folder in ["methods", "examples", "envs"] {
         let Ok(entries) = std::fs::read_dir(root.join(folder)) else {
@@ -132,7 +142,7 @@ fn plugins_depend_only_on_the_abi_crate() {
             .collect();
         assert!(
             others.is_empty(),
-            "{} depends on {others:?}: a plugin depends only on the ABI crate (and its judge helpers)",
+            "{} depends on {others:?}: a plugin depends only on the ABI crate (and its judge helpers and the sandbox)",
             c.display()
         );
         for heavy in ["burn", "tokio", "openclaw-engine"] {

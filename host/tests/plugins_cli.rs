@@ -94,6 +94,20 @@ fn every_shipped_loss_passes_the_contract() {
 }
 
 #[test]
+fn the_toolcall_environment_loads_and_scores_an_episode_across_the_abi() {
+    // The harness's stand-in agent says "I am done.": no call, no boxed answer, so the
+    // episode ends at once and `evaluate` (API 1.2) scores it -1.
+    let o = host(&["plugins", "test", "envs/toolcall"]);
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}\n{}", stderr(&o));
+    assert!(out.contains("lists its train tasks (160 tasks)"), "{out}");
+    assert!(
+        out.contains("episode ended after 1 steps, evaluated -1"),
+        "{out}"
+    );
+}
+
+#[test]
 fn info_prints_the_manifest_and_default_config() {
     let o = host(&["plugins", "info", "combine"]);
     assert!(o.status.success(), "{}", stderr(&o));

@@ -1,0 +1,446 @@
+//! The environment object: tasks, episodes and their sandboxes.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use openclaw_plugin_api::serde::Deserialize;
+use openclaw_plugin_api::serde_json::{self, json, Value};
+use openclaw_plugin_api::{
+    parse_config_section, Action, Env, EnvInfo, Evaluation, HostServices, Message, Observation,
+    PluginResult, StepOutcome, Task,
+};
+use openclaw_sandbox::{Limits, Run, Sandbox, SandboxConfig, Workdir};
+
+use crate::answer::{self, Shape};
+use crate::tools::{self, Call};
+
+/// The default configuration (`config.toml`).
+pub const DEFAULT_CONFIG: &str = include_str!("../config.toml");
+
+/// The `[env]` section of the configuration.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(crate = "openclaw_plugin_api::serde", default, deny_unknown_fields)]
+pub struct Config {
+    /// JSON array or JSONL of `{question, answer}`; empty for the built-in problems.
+    pub data_path: String,
+    /// Every n-th task goes to the `eval` split.
+    pub eval_every: usize,
+    /// Assistant turns per episode.
+    pub max_turns: u32,
+    /// Interpreter calls per episode.
+    pub max_tool_calls: u32,
+    /// Characters of interpreter output kept.
+    pub output_chars: usize,
+    /// Wall clock and CPU seconds of one call.
+    pub timeout_seconds: u64,
+    /// Address space of one call's processes, MiB.
+    pub memory_mb: u64,
+    /// The bubblewrap binary.
+    pub bwrap: String,
+    /// `plus_minus_one` or `retool` (see [`Shape`]).
+    pub reward_shape: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data_path: String::new(),
+            eval_every: 5,
+            max_turns: 16,
+            max_tool_calls: 16,
+            output_chars: 1024,
+            timeout_seconds: 10,
+            memory_mb: 512,
+            bwrap: "bwrap".into(),
+            reward_shape: "plus_minus_one".into(),
+        }
+    }
+}
+
+/// One problem.
+#[derive(Clone, Debug)]
+struct Problem {
+    question: String,
+    label: String,
+}
+
+struct Episode {
+    problem: Problem,
+    workdir: Workdir,
+    turns: u32,
+    tool_calls: u32,
+    /// The agent's messages, in order (the answer is the last box among them).
+    said: Vec<String>,
+    done: bool,
+}
+
+/// The tool-call environment.
+pub struct ToolcallEnv {
+    cfg: Config,
+    shape: Shape,
+    sandbox: Sandbox,
+    problems: Vec<Problem>,
+    episodes: Mutex<HashMap<u64, Arc<Mutex<Episode>>>>,
+    next_id: AtomicU64,
+}
+
+/// The prompt, templated once per episode.
+fn instruction(question: &str) -> String {
+    format!(
+        "Solve the problem below. You can run Python with the `{}` tool; what the code prints \
+         comes back to you. Finish with the final answer as `Answer: \\boxed{{<answer>}}`.\n\n\
+         Problem: {question}",
+        tools::NAME
+    )
+}
+
+impl ToolcallEnv {
+    fn episode(&self, id: u64) -> PluginResult<Arc<Mutex<Episode>>> {
+        self.episodes
+            .lock()
+            .map_err(|e| e.to_string())?
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| format!("no episode {id} (never started, or closed)"))
+    }
+
+    /// Runs one call in the episode's sandbox; the text the agent gets back.
+    fn execute(&self, workdir: &Workdir, code: &str) -> String {
+        let run = Run::new(["python3", "-c", code]);
+        match workdir.run(&run) {
+            Err(e) => format!("[sandbox error] {e}"),
+            Ok(out) => {
+                let mut text = out.stdout_text();
+                text.push_str(&out.stderr_text());
+                if out.timed_out {
+                    text.push_str(&format!(
+                        "\n[timed out after {} s]",
+                        self.cfg.timeout_seconds
+                    ));
+                }
+                text
+            }
+        }
+    }
+}
+
+impl Env for ToolcallEnv {
+    fn new(config: &str, _host: HostServices) -> PluginResult<Self> {
+        let cfg: Config = parse_config_section(config, "env")?;
+        if cfg.eval_every < 2 {
+            return Err(format!(
+                "env.eval_every must be at least 2, got {}",
+                cfg.eval_every
+            ));
+        }
+        if cfg.max_turns == 0 || cfg.timeout_seconds == 0 || cfg.memory_mb < 64 {
+            return Err(
+                "env.max_turns and env.timeout_seconds must be at least 1, env.memory_mb at least 64"
+                    .into(),
+            );
+        }
+        let shape = match cfg.reward_shape.as_str() {
+            "plus_minus_one" => Shape::PlusMinusOne,
+            "retool" => Shape::Retool,
+            other => {
+                return Err(format!(
+                    "env.reward_shape must be `plus_minus_one` or `retool`, got `{other}`"
+                ))
+            }
+        };
+        let problems = if cfg.data_path.is_empty() {
+            builtin_problems(200)
+        } else {
+            load_problems(&PathBuf::from(&cfg.data_path))?
+        };
+        let sandbox = Sandbox::new(SandboxConfig {
+            bwrap: PathBuf::from(&cfg.bwrap),
+            limits: Limits {
+                memory_bytes: cfg.memory_mb << 20,
+                cpu_seconds: cfg.timeout_seconds,
+                processes: 32,
+                wall: Duration::from_secs(cfg.timeout_seconds),
+                output_bytes: (cfg.output_chars * 4).max(4096),
+                ..Limits::default()
+            },
+            ..SandboxConfig::default()
+        })
+        .map_err(|e| format!("env `toolcall`: {e}"))?;
+        Ok(ToolcallEnv {
+            cfg,
+            shape,
+            sandbox,
+            problems,
+            episodes: Mutex::default(),
+            next_id: AtomicU64::new(1),
+        })
+    }
+
+    fn tasks(&self, split: &str) -> PluginResult<Vec<Task>> {
+        let eval = match split {
+            "train" => false,
+            "eval" | "test" => true,
+            other => {
+                return Err(format!(
+                    "unknown split `{other}`; the splits are `train` and `eval`"
+                ))
+            }
+        };
+        Ok(self
+            .problems
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| (i % self.cfg.eval_every == self.cfg.eval_every - 1) == eval)
+            .map(|(i, p)| Task {
+                id: format!("toolcall-{i}").into(),
+                instruction: instruction(&p.question).into(),
+                data_json: json!({"question": p.question, "answer": p.label})
+                    .to_string()
+                    .into(),
+            })
+            .collect())
+    }
+
+    fn reset(&self, task: &Task, _seed: u64) -> PluginResult<(u64, Observation)> {
+        let data: Value = serde_json::from_str(&task.data_json)
+            .map_err(|e| format!("task `{}`: data_json is not JSON: {e}", task.id))?;
+        let problem = problem_of(&data).ok_or_else(|| {
+            format!(
+                "task `{}`: data_json needs `question` and `answer`",
+                task.id
+            )
+        })?;
+        let workdir = self
+            .sandbox
+            .workdir()
+            .map_err(|e| format!("env `toolcall`: {e}"))?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let prompt = instruction(&problem.question);
+        self.episodes.lock().map_err(|e| e.to_string())?.insert(
+            id,
+            Arc::new(Mutex::new(Episode {
+                problem,
+                workdir,
+                turns: 0,
+                tool_calls: 0,
+                said: Vec::new(),
+                done: false,
+            })),
+        );
+        Ok((
+            id,
+            Observation {
+                messages: vec![Message::new("user", &prompt)].into(),
+                tools_json: tools::schema().into(),
+            },
+        ))
+    }
+
+    fn step(&self, episode: u64, action: &Action) -> PluginResult<StepOutcome> {
+        let ep = self.episode(episode)?;
+        let mut ep = ep.lock().map_err(|e| e.to_string())?;
+        if ep.done {
+            return Err(format!("episode {episode} is over"));
+        }
+        ep.turns += 1;
+        ep.said.push(action.message.content.to_string());
+        let answered = answer::last_boxed(&action.message.content).is_some();
+        let calls: Vec<Call> = if answered {
+            Vec::new()
+        } else {
+            tools::calls(&action.message)
+        };
+        let mut messages = Vec::with_capacity(calls.len());
+        for call in &calls {
+            let output = match &call.code {
+                Err(why) => format!("[tool error] {why}"),
+                Ok(_) if ep.tool_calls >= self.cfg.max_tool_calls => format!(
+                    "[tool error] the limit of {} interpreter calls is reached; give your answer",
+                    self.cfg.max_tool_calls
+                ),
+                Ok(code) => {
+                    ep.tool_calls += 1;
+                    self.execute(&ep.workdir, code)
+                }
+            };
+            messages.push(tools::result_message(call, &output, self.cfg.output_chars));
+        }
+        let finished = calls.is_empty();
+        let truncated = !finished && ep.turns >= self.cfg.max_turns;
+        ep.done = finished || truncated;
+        Ok(StepOutcome {
+            observation: Observation {
+                messages: messages.into(),
+                tools_json: tools::schema().into(),
+            },
+            reward: 0.0,
+            done: ep.done,
+            info: EnvInfo {
+                truncated,
+                metadata_json: json!({"tool_calls": ep.tool_calls, "turns": ep.turns})
+                    .to_string()
+                    .into(),
+            },
+        })
+    }
+
+    fn evaluate(&self, episode: u64) -> PluginResult<Evaluation> {
+        let ep = self.episode(episode)?;
+        let ep = ep.lock().map_err(|e| e.to_string())?;
+        let found = ep.said.iter().rev().find_map(|s| answer::last_boxed(s));
+        let correct = found
+            .as_deref()
+            .is_some_and(|a| answer::matches(a, &ep.problem.label));
+        Ok(Evaluation {
+            reward: answer::reward(correct, ep.tool_calls, self.shape),
+            solved: correct,
+            details_json: json!({
+                "answer": found,
+                "label": ep.problem.label,
+                "tool_calls": ep.tool_calls,
+                "turns": ep.turns,
+            })
+            .to_string()
+            .into(),
+        })
+    }
+
+    fn close(&self, episode: u64) -> PluginResult<()> {
+        // Dropping the episode removes its work directory.
+        self.episodes
+            .lock()
+            .map_err(|e| e.to_string())?
+            .remove(&episode);
+        Ok(())
+    }
+}
+
+/// `{question, answer}` or GSM8K's `{question, ground_truth_answer}`.
+fn problem_of(v: &Value) -> Option<Problem> {
+    let question = v["question"].as_str()?.trim().to_string();
+    let answer = match (&v["answer"], &v["ground_truth_answer"]) {
+        (Value::String(s), _) | (Value::Null, Value::String(s)) => s.clone(),
+        (Value::Number(n), _) | (Value::Null, Value::Number(n)) => n.to_string(),
+        _ => return None,
+    };
+    (!question.is_empty()).then(|| Problem {
+        question,
+        label: answer::label(&answer),
+    })
+}
+
+/// Problems from a JSON array or a JSONL file.
+fn load_problems(path: &std::path::Path) -> PluginResult<Vec<Problem>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("env.data_path `{}`: {e}", path.display()))?;
+    let rows: Vec<Value> = if text.trim_start().starts_with('[') {
+        serde_json::from_str(&text)
+            .map_err(|e| format!("env.data_path `{}`: {e}", path.display()))?
+    } else {
+        text.lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+            .map(|(i, l)| {
+                serde_json::from_str(l)
+                    .map_err(|e| format!("env.data_path `{}` line {}: {e}", path.display(), i + 1))
+            })
+            .collect::<PluginResult<_>>()?
+    };
+    let problems: Vec<Problem> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            problem_of(r).ok_or_else(|| {
+                format!(
+                    "env.data_path `{}`: row {} needs a `question` and an `answer` (or \
+                     `ground_truth_answer`)",
+                    path.display(),
+                    i + 1
+                )
+            })
+        })
+        .collect::<PluginResult<_>>()?;
+    if problems.is_empty() {
+        return Err(format!(
+            "env.data_path `{}` holds no problems",
+            path.display()
+        ));
+    }
+    Ok(problems)
+}
+
+/// `n` multiplications of two 4-digit numbers: easy with the interpreter, hard in one's head.
+fn builtin_problems(n: usize) -> Vec<Problem> {
+    // A fixed generator (SplitMix64), so the set is the same in every build.
+    let mut state = 0x5eed_u64;
+    let mut next = move || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    (0..n)
+        .map(|_| {
+            let a = 1000 + next() % 9000;
+            let b = 1000 + next() % 9000;
+            Problem {
+                question: format!("What is {a} times {b}?"),
+                label: (a * b).to_string(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn problems_are_read_from_both_layouts_and_bad_rows_are_named() {
+        let dir = std::env::temp_dir().join(format!("toolcall-data-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let jsonl = dir.join("p.jsonl");
+        std::fs::write(
+            &jsonl,
+            "{\"question\": \"1+1?\", \"answer\": \"2\"}\n\n{\"question\": \"2+2?\", \"answer\": 4}\n",
+        )
+        .unwrap();
+        let p = load_problems(&jsonl).unwrap();
+        assert_eq!((p.len(), p[1].label.as_str()), (2, "4"));
+        let array = dir.join("p.json");
+        std::fs::write(
+            &array,
+            "[{\"question\": \"q\", \"ground_truth_answer\": \"work #### 36\"}]",
+        )
+        .unwrap();
+        assert_eq!(load_problems(&array).unwrap()[0].label, "36");
+        std::fs::write(&jsonl, "{\"question\": \"q\"}\n").unwrap();
+        let err = load_problems(&jsonl).unwrap_err();
+        assert!(
+            err.contains("row 1 needs a `question` and an `answer`"),
+            "{err}"
+        );
+        std::fs::write(&jsonl, "{\"question\": \"q\",\n").unwrap();
+        assert!(load_problems(&jsonl).unwrap_err().contains("line 1"));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn the_builtin_problems_are_fixed_and_need_the_tool() {
+        let a = builtin_problems(5);
+        let b = builtin_problems(5);
+        assert_eq!(a[3].question, b[3].question);
+        let q = &a[0].question;
+        let nums: Vec<u64> = q
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|s| s.parse().ok())
+            .collect();
+        assert_eq!(nums.len(), 2);
+        assert!(nums.iter().all(|&n| (1000..10000).contains(&n)));
+        assert_eq!(a[0].label, (nums[0] * nums[1]).to_string());
+    }
+}

@@ -1,0 +1,216 @@
+//! The `code_interpreter` tool: its schema, the calls an assistant message makes, and how their
+//! output goes back.
+
+use openclaw_plugin_api::serde_json::{self, json, Value};
+use openclaw_plugin_api::Message;
+
+/// The tool's name.
+pub const NAME: &str = "code_interpreter";
+
+/// The OpenAI `tools` array offering the interpreter.
+pub fn schema() -> String {
+    json!([{
+        "type": "function",
+        "function": {
+            "name": NAME,
+            "description": "Runs Python 3 code in a sandbox (no network, no files outside its \
+                            working directory, nothing kept between calls) and returns what it \
+                            prints to stdout and stderr.",
+            "parameters": {
+                "type": "object",
+                "properties": {"code": {"type": "string", "description": "The Python code to run."}},
+                "required": ["code"]
+            }
+        }
+    }])
+    .to_string()
+}
+
+/// One call the agent made: the code to run, or why the call cannot run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Call {
+    /// The OpenAI tool-call id it answers, when the call came as one.
+    pub id: Option<String>,
+    /// The code, or the error the agent gets back instead of output.
+    pub code: Result<String, String>,
+}
+
+/// The calls in an assistant message: OpenAI `tool_calls` when it has them; otherwise, in its
+/// text, `<tool_call>{json}</tool_call>` blocks, else `<code>…</code>` blocks, else
+/// ```` ```python ```` blocks (the forms the original accepts).
+pub fn calls(message: &Message) -> Vec<Call> {
+    if let Some(raw) = message.tool_calls_json.as_ref().into_option() {
+        return match serde_json::from_str::<Value>(raw) {
+            Ok(Value::Array(items)) => items.iter().map(openai_call).collect(),
+            _ => vec![Call {
+                id: None,
+                code: Err("tool_calls is not a JSON array".into()),
+            }],
+        };
+    }
+    let text = message.content.as_str();
+    let tagged = blocks(text, "<tool_call>", "</tool_call>");
+    if !tagged.is_empty() {
+        return tagged
+            .into_iter()
+            .map(|b| Call {
+                id: None,
+                code: match serde_json::from_str::<Value>(b.trim()) {
+                    Ok(v) => named_code(&v["name"], &v["arguments"]),
+                    Err(e) => Err(format!("the tool call is not valid JSON: {e}")),
+                },
+            })
+            .collect();
+    }
+    let code = blocks(text, "<code>", "</code>");
+    let code = if code.is_empty() {
+        blocks(text, "```python", "```")
+    } else {
+        code
+    };
+    code.into_iter()
+        .map(|b| Call {
+            id: None,
+            code: Ok(b.trim().to_string()),
+        })
+        .collect()
+}
+
+fn openai_call(item: &Value) -> Call {
+    let f = &item["function"];
+    // Arguments come as a JSON string (OpenAI) or, from some clients, as an object.
+    let args = match &f["arguments"] {
+        Value::String(s) => serde_json::from_str(s).unwrap_or(Value::Null),
+        other => other.clone(),
+    };
+    Call {
+        id: item["id"].as_str().map(str::to_string),
+        code: named_code(&f["name"], &args),
+    }
+}
+
+fn named_code(name: &Value, args: &Value) -> Result<String, String> {
+    match name.as_str() {
+        Some(NAME) => {}
+        Some(other) => return Err(format!("unknown tool `{other}`; the only tool is `{NAME}`")),
+        None => {
+            return Err(format!(
+                "the tool call has no name; the only tool is `{NAME}`"
+            ))
+        }
+    }
+    match args.get("code").and_then(Value::as_str) {
+        Some(code) => Ok(code.to_string()),
+        None => Err(format!("`{NAME}` needs a string argument `code`")),
+    }
+}
+
+/// The texts between each `open` and the next `close` (an unclosed block runs to the end).
+fn blocks<'a>(text: &'a str, open: &str, close: &str) -> Vec<&'a str> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(open) {
+        let body = &rest[at + open.len()..];
+        match body.find(close) {
+            Some(end) => {
+                out.push(&body[..end]);
+                rest = &body[end + close.len()..];
+            }
+            None => {
+                out.push(body);
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// The tool message answering `call` with `output`, wrapped as the original wraps it and cut to
+/// `limit` characters.
+pub fn result_message(call: &Call, output: &str, limit: usize) -> Message {
+    let cut: String = output.chars().take(limit).collect();
+    let more = if cut.len() < output.len() {
+        "\n[output cut]"
+    } else {
+        ""
+    };
+    let mut m = Message::new(
+        "tool",
+        &format!("<interpreter>\n{cut}{more}\n</interpreter>"),
+    );
+    m.name = openclaw_plugin_api::abi_stable::std_types::ROption::RSome(NAME.into());
+    if let Some(id) = &call.id {
+        m.tool_call_id =
+            openclaw_plugin_api::abi_stable::std_types::ROption::RSome(id.as_str().into());
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openclaw_plugin_api::abi_stable::std_types::ROption;
+
+    fn assistant(text: &str) -> Message {
+        Message::new("assistant", text)
+    }
+
+    #[test]
+    fn openai_calls_come_first_and_name_the_tool() {
+        let mut m = assistant("<code>print(1)</code>");
+        m.tool_calls_json = ROption::RSome(
+            json!([
+                {"id": "c1", "type": "function", "function": {"name": "code_interpreter", "arguments": "{\"code\": \"print(2)\"}"}},
+                {"id": "c2", "type": "function", "function": {"name": "web_search", "arguments": "{}"}},
+                {"id": "c3", "type": "function", "function": {"name": "code_interpreter", "arguments": {"code": "print(3)"}}}
+            ])
+            .to_string()
+            .into(),
+        );
+        let c = calls(&m);
+        assert_eq!(c.len(), 3);
+        assert_eq!(c[0].id.as_deref(), Some("c1"));
+        assert_eq!(c[0].code.as_deref(), Ok("print(2)"));
+        assert!(c[1]
+            .code
+            .as_ref()
+            .unwrap_err()
+            .contains("unknown tool `web_search`"));
+        assert_eq!(c[2].code.as_deref(), Ok("print(3)"));
+    }
+
+    #[test]
+    fn text_forms_are_read_in_the_originals_order() {
+        let c = calls(&assistant(
+            "<tool_call>{\"name\": \"code_interpreter\", \"arguments\": {\"code\": \"print(4)\"}}</tool_call>",
+        ));
+        assert_eq!(c[0].code.as_deref(), Ok("print(4)"));
+        let c = calls(&assistant("<tool_call>{not json</tool_call>"));
+        assert!(c[0].code.as_ref().unwrap_err().contains("not valid JSON"));
+        let c = calls(&assistant("Let me compute.\n<code>\nprint(5)\n</code>"));
+        assert_eq!(c[0].code.as_deref(), Ok("print(5)"));
+        let c = calls(&assistant(
+            "```python\nprint(6)\n```\nand ```python\nprint(7)",
+        ));
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[1].code.as_deref(), Ok("print(7)"));
+        assert!(calls(&assistant("Answer: \\boxed{3}")).is_empty());
+    }
+
+    #[test]
+    fn output_is_wrapped_and_cut() {
+        let call = Call {
+            id: Some("c9".into()),
+            code: Ok(String::new()),
+        };
+        let m = result_message(&call, &"x".repeat(2000), 1024);
+        assert_eq!(m.role.as_str(), "tool");
+        assert!(m.content.starts_with("<interpreter>\n"));
+        assert!(m.content.ends_with("[output cut]\n</interpreter>"));
+        assert_eq!(m.content.matches('x').count(), 1024);
+        assert_eq!(
+            m.tool_call_id.as_ref().into_option().unwrap().as_str(),
+            "c9"
+        );
+    }
+}

@@ -1,0 +1,239 @@
+//! Episodes of an environment plugin: reset, the agent's steps, the score after the loop, and
+//! close, with every environment call under a timeout.
+//!
+//! The rules, as the original keeps them and a user of a shared machine needs them:
+//!
+//! - **One episode fails, nothing else.** An env call that errors, panics (the ABI guard turns
+//!   that into an error) or does not return within its timeout fails that episode, with the
+//!   reason recorded in its [`Ending::Failed`]; a hung call is abandoned on its thread (a plugin
+//!   call cannot be killed from outside) and the runtime goes on.
+//! - **Scored after the loop, also when cut off.** `evaluate` is called when the episode ended
+//!   on its own, was truncated by the environment, or was cut off by the host at `max_steps`;
+//!   an environment that does not evaluate is scored by the sum of its step rewards. A failed
+//!   episode is not scored (its reward would say nothing of the agent).
+//! - **Always closed**, failed or not, so the environment frees its sandbox.
+
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, Result};
+use openclaw_plugin_api::{Action, Evaluation, Message, Task};
+
+use crate::plugin::EnvHandle;
+
+/// Limits of one episode.
+#[derive(Clone, Debug)]
+pub struct EpisodeOptions {
+    /// Agent steps before the host cuts the episode off.
+    pub max_steps: u32,
+    /// Time one `reset`, `step` or `close` may take.
+    pub call_timeout: Duration,
+    /// Time `evaluate` may take (running a task's tests takes longer than a step).
+    pub evaluate_timeout: Duration,
+}
+
+impl Default for EpisodeOptions {
+    fn default() -> Self {
+        EpisodeOptions {
+            max_steps: 16,
+            call_timeout: Duration::from_secs(60),
+            evaluate_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// The agent's side of an episode: the conversation so far and the tools offered in, its next
+/// message out (the runtime's policy, or a scripted agent in tests).
+pub trait Agent {
+    /// The next assistant message.
+    fn act(&mut self, conversation: &[Message], tools_json: &str) -> Result<Action>;
+}
+
+/// How an episode's loop ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Ending {
+    /// The environment said it was done.
+    Done,
+    /// The environment ended it at a limit of its own.
+    Truncated,
+    /// The host cut it off at `max_steps`.
+    MaxSteps,
+    /// An env call or the agent failed; the reason.
+    Failed(String),
+}
+
+/// The episode's outcome score.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    /// The reward.
+    pub reward: f32,
+    /// Whether it counts as solved (`None` when the environment does not say).
+    pub solved: Option<bool>,
+    /// The environment's details, as JSON text.
+    pub details_json: String,
+    /// Whether the reward came from `evaluate` (else from the step rewards).
+    pub evaluated: bool,
+}
+
+/// One finished episode.
+#[derive(Clone, Debug)]
+pub struct Episode {
+    /// The task's id.
+    pub task_id: String,
+    /// The whole conversation: the first observation, then each action and what it brought.
+    pub conversation: Vec<Message>,
+    /// The reward of each step, in order.
+    pub step_rewards: Vec<f32>,
+    /// How the loop ended.
+    pub ending: Ending,
+    /// The score (`None` when the episode failed).
+    pub outcome: Option<Outcome>,
+}
+
+/// An environment whose every call has a deadline.
+#[derive(Clone)]
+pub struct TimedEnv {
+    env: Arc<EnvHandle>,
+}
+
+impl TimedEnv {
+    /// Wraps a constructed environment.
+    pub fn new(env: EnvHandle) -> Self {
+        TimedEnv { env: Arc::new(env) }
+    }
+
+    /// The plugin's name.
+    pub fn plugin(&self) -> &str {
+        self.env.plugin()
+    }
+
+    /// The tasks of a split.
+    pub fn tasks(&self, split: &str, timeout: Duration) -> Result<Vec<Task>> {
+        let split = split.to_string();
+        self.call("tasks", timeout, move |e| e.tasks(&split))
+    }
+
+    /// Runs `f` on its own thread; an error when it does not return within `timeout`.
+    fn call<T: Send + 'static>(
+        &self,
+        what: &str,
+        timeout: Duration,
+        f: impl FnOnce(&EnvHandle) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let env = Arc::clone(&self.env);
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name(format!("env-{what}"))
+            .spawn(move || {
+                let _ = tx.send(f(&env));
+            })?;
+        match rx.recv_timeout(timeout) {
+            Ok(r) => r,
+            Err(mpsc::RecvTimeoutError::Timeout) => Err(anyhow!(
+                "environment `{}`: {what} did not return within {:.1} s",
+                self.plugin(),
+                timeout.as_secs_f64()
+            )),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(anyhow!(
+                "environment `{}`: {what} ended without an answer",
+                self.plugin()
+            )),
+        }
+    }
+
+    /// Runs one episode of `task` with `agent` (see the module doc for the rules).
+    pub fn episode(
+        &self,
+        task: &Task,
+        seed: u64,
+        agent: &mut dyn Agent,
+        opts: &EpisodeOptions,
+    ) -> Episode {
+        let mut ep = Episode {
+            task_id: task.id.to_string(),
+            conversation: Vec::new(),
+            step_rewards: Vec::new(),
+            ending: Ending::Done,
+            outcome: None,
+        };
+        let t = task.clone();
+        let (id, first) = match self.call("reset", opts.call_timeout, move |e| e.reset(&t, seed)) {
+            Ok(r) => r,
+            Err(e) => {
+                ep.ending = Ending::Failed(format!("{e:#}"));
+                return ep;
+            }
+        };
+        ep.conversation.extend(first.messages.iter().cloned());
+        let mut tools = first.tools_json.to_string();
+        ep.ending = Ending::MaxSteps;
+        for _ in 0..opts.max_steps {
+            let action = match agent.act(&ep.conversation, &tools) {
+                Ok(a) => a,
+                Err(e) => {
+                    ep.ending = Ending::Failed(format!("the agent failed: {e:#}"));
+                    break;
+                }
+            };
+            ep.conversation.push(action.message.clone());
+            let out = match self.call("step", opts.call_timeout, move |e| e.step(id, &action)) {
+                Ok(o) => o,
+                Err(e) => {
+                    ep.ending = Ending::Failed(format!("{e:#}"));
+                    break;
+                }
+            };
+            ep.conversation
+                .extend(out.observation.messages.iter().cloned());
+            if !out.observation.tools_json.is_empty() {
+                tools = out.observation.tools_json.to_string();
+            }
+            ep.step_rewards.push(out.reward);
+            if out.done {
+                ep.ending = if out.info.truncated {
+                    Ending::Truncated
+                } else {
+                    Ending::Done
+                };
+                break;
+            }
+        }
+        if !matches!(ep.ending, Ending::Failed(_)) {
+            match self.call("evaluate", opts.evaluate_timeout, move |e| e.evaluate(id)) {
+                Ok(Some(Evaluation {
+                    reward,
+                    solved,
+                    details_json,
+                })) if reward.is_finite() => {
+                    ep.outcome = Some(Outcome {
+                        reward,
+                        solved: Some(solved),
+                        details_json: details_json.to_string(),
+                        evaluated: true,
+                    })
+                }
+                Ok(Some(e)) => {
+                    ep.ending = Ending::Failed(format!(
+                        "environment `{}`: evaluate gave the reward {}",
+                        self.plugin(),
+                        e.reward
+                    ))
+                }
+                Ok(None) => {
+                    ep.outcome = Some(Outcome {
+                        reward: ep.step_rewards.iter().sum(),
+                        solved: None,
+                        details_json: "{}".into(),
+                        evaluated: false,
+                    })
+                }
+                Err(e) => ep.ending = Ending::Failed(format!("{e:#}")),
+            }
+        }
+        if let Err(e) = self.call("close", opts.call_timeout, move |e| e.close(id)) {
+            tracing::warn!(plugin = self.plugin(), "closing episode {id}: {e:#}");
+        }
+        ep
+    }
+}

@@ -1,0 +1,149 @@
+//! Episodes of real environment plugins, built from the workspace and loaded through the ABI:
+//! the tool-call environment with a scripted agent in the real sandbox, and a fixture whose
+//! calls error, panic or hang, which must fail that episode only.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use openclaw_host::episodes::{Agent, Ending, EpisodeOptions, TimedEnv};
+use openclaw_host::plugin::{EnvHandle, LoadedPlugin};
+use openclaw_plugin_api::abi_stable::std_types::ROption;
+use openclaw_plugin_api::{Action, HostServices, Message};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn env(dir: &str, config: &str) -> TimedEnv {
+    let plugin = LoadedPlugin::open(&workspace().join(dir)).unwrap();
+    TimedEnv::new(EnvHandle::new(&plugin, config, HostServices::standalone()).unwrap())
+}
+
+/// Multiplies the two numbers of the problem in the interpreter, then answers with its output.
+struct Multiplier;
+
+impl Agent for Multiplier {
+    fn act(&mut self, conversation: &[Message], tools_json: &str) -> Result<Action> {
+        assert!(tools_json.contains("code_interpreter"));
+        let last = conversation.last().unwrap();
+        let mut m = Message::new("assistant", "");
+        if last.role.as_str() == "tool" {
+            let value = last
+                .content
+                .trim_start_matches("<interpreter>")
+                .trim_end_matches("</interpreter>")
+                .trim();
+            m.content = format!("Answer: \\boxed{{{value}}}").into();
+        } else {
+            let nums: Vec<&str> = last
+                .content
+                .rsplit("Problem:")
+                .next()
+                .unwrap()
+                .split(|c: char| !c.is_ascii_digit())
+                .filter(|s| !s.is_empty())
+                .collect();
+            let args = serde_json::json!({"code": format!("print({} * {})", nums[0], nums[1])});
+            m.tool_calls_json = ROption::RSome(
+                serde_json::json!([{"id": "c1", "type": "function",
+                    "function": {"name": "code_interpreter", "arguments": args.to_string()}}])
+                .to_string()
+                .into(),
+            );
+        }
+        Ok(Action { message: m })
+    }
+}
+
+/// Says "go" every step.
+struct Go;
+
+impl Agent for Go {
+    fn act(&mut self, _: &[Message], _: &str) -> Result<Action> {
+        Ok(Action {
+            message: Message::new("assistant", "go"),
+        })
+    }
+}
+
+#[test]
+fn a_toolcall_episode_runs_in_the_sandbox_and_is_scored_after_its_loop() {
+    let env = env("envs/toolcall", "");
+    let tasks = env.tasks("eval", Duration::from_secs(30)).unwrap();
+    let opts = EpisodeOptions::default();
+    for (seed, task) in tasks.iter().take(2).enumerate() {
+        let ep = env.episode(task, seed as u64, &mut Multiplier, &opts);
+        assert_eq!(ep.ending, Ending::Done, "{:?}", ep.conversation);
+        let roles: Vec<&str> = ep.conversation.iter().map(|m| m.role.as_str()).collect();
+        assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
+        let outcome = ep.outcome.unwrap();
+        assert!(outcome.evaluated);
+        assert_eq!((outcome.reward, outcome.solved), (1.0, Some(true)));
+    }
+}
+
+#[test]
+fn a_failing_or_hanging_environment_fails_that_episode_only() {
+    let opts = EpisodeOptions {
+        max_steps: 10,
+        call_timeout: Duration::from_secs(1),
+        evaluate_timeout: Duration::from_secs(1),
+    };
+    let run = |fault: &str| {
+        let e = env(
+            "tests/fixtures/env-faults",
+            &format!("[env]\nfault = \"{fault}\""),
+        );
+        let task = e.tasks("train", Duration::from_secs(5)).unwrap().remove(0);
+        let started = Instant::now();
+        let ep = e.episode(&task, 7, &mut Go, &opts);
+        assert!(started.elapsed() < Duration::from_secs(5), "{fault}");
+        // The environment still answers after what happened.
+        assert_eq!(e.tasks("train", Duration::from_secs(5)).unwrap().len(), 1);
+        ep
+    };
+    let failed = |fault: &str, says: &str| {
+        let ep = run(fault);
+        match &ep.ending {
+            Ending::Failed(why) => assert!(why.contains(says), "{fault}: {why}"),
+            other => panic!("{fault}: {other:?}"),
+        }
+        assert!(ep.outcome.is_none(), "a failed episode is not scored");
+        assert_eq!(ep.step_rewards, [0.5], "{fault}");
+    };
+    failed("error_step", "the second step fails on purpose");
+    failed("panic_step", "the second step panics on purpose");
+    failed("hang_step", "step did not return within 1.0 s");
+    let ep = run("hang_evaluate");
+    assert!(
+        matches!(&ep.ending, Ending::Failed(why) if why.contains("evaluate did not return")),
+        "{:?}",
+        ep.ending
+    );
+
+    let ep = run("none");
+    assert_eq!(ep.ending, Ending::Done);
+    let o = ep.outcome.unwrap();
+    assert_eq!((o.reward, o.evaluated, o.solved), (3.0, true, Some(true)));
+    // Without its own evaluate, the step rewards are the score.
+    let o = run("no_evaluate").outcome.unwrap();
+    assert_eq!((o.reward, o.evaluated, o.solved), (1.5, false, None));
+}
+
+#[test]
+fn an_episode_cut_off_by_the_host_is_still_evaluated() {
+    let e = env("tests/fixtures/env-faults", "[env]\nfault = \"none\"");
+    let task = e.tasks("train", Duration::from_secs(5)).unwrap().remove(0);
+    let ep = e.episode(
+        &task,
+        1,
+        &mut Go,
+        &EpisodeOptions {
+            max_steps: 2,
+            ..EpisodeOptions::default()
+        },
+    );
+    assert_eq!(ep.ending, Ending::MaxSteps);
+    assert_eq!(ep.outcome.unwrap().reward, 2.0);
+}

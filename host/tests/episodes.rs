@@ -2,7 +2,9 @@
 //! the tool-call environment with a scripted agent in the real sandbox, and a fixture whose
 //! calls error, panic or hang, which must fail that episode only.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::workspace;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
@@ -10,10 +12,6 @@ use openclaw_host::episodes::{Agent, Ending, EpisodeOptions, TimedEnv};
 use openclaw_host::plugin::{EnvHandle, LoadedPlugin};
 use openclaw_plugin_api::abi_stable::std_types::ROption;
 use openclaw_plugin_api::{Action, HostServices, Message};
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 fn env(dir: &str, config: &str) -> TimedEnv {
     let plugin = LoadedPlugin::open(&workspace().join(dir)).unwrap();
@@ -77,6 +75,7 @@ fn a_toolcall_episode_runs_in_the_sandbox_and_is_scored_after_its_loop() {
         assert_eq!(ep.ending, Ending::Done, "{:?}", ep.conversation);
         let roles: Vec<&str> = ep.conversation.iter().map(|m| m.role.as_str()).collect();
         assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
+        assert_eq!(ep.tool_steps, 1);
         let outcome = ep.outcome.unwrap();
         assert!(outcome.evaluated);
         assert_eq!((outcome.reward, outcome.solved), (1.0, Some(true)));
@@ -146,4 +145,96 @@ fn an_episode_cut_off_by_the_host_is_still_evaluated() {
     );
     assert_eq!(ep.ending, Ending::MaxSteps);
     assert_eq!(ep.outcome.unwrap().reward, 2.0);
+}
+
+/// `eval --env toolcall` with a random tiny Qwen3 (the real Qwen3 tokenizer and template, tools
+/// included): every episode runs and is scored, and each step's record holds the exact tokens
+/// the policy saw and sampled with one logprob per sampled token.
+#[test]
+fn eval_runs_the_policys_episodes_and_writes_their_exact_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = dir.path().join("qwen3-tiny");
+    common::ok(
+        common::host_command(dir.path())
+            .args(["init-model", "--out"])
+            .arg(&model)
+            .arg("--tokenizer")
+            .arg(workspace().join(".assets/qwen3-tokenizer"))
+            .output()
+            .unwrap(),
+    );
+    let out = dir.path().join("episodes.jsonl");
+    let o = common::host_command(&workspace())
+        .args(["eval", "--env", "toolcall", "--model-path"])
+        .arg(&model)
+        .args(["--eval-tasks", "3", "--samples-per-prompt", "2"])
+        .args(["--max-new-tokens", "12", "--max-episode-steps", "2"])
+        .args(["--episodes-out"])
+        .arg(&out)
+        .env("PARALLEL_ENVS", "3")
+        .output()
+        .unwrap();
+    common::ok(o.clone());
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        said.contains("on environment `toolcall` (3 tasks of `eval`, 2 episodes each, 3 at once)"),
+        "{said}"
+    );
+    assert!(said.contains("failed 0"), "{said}");
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 6);
+    for ep in &lines {
+        assert_ne!(ep["ending"], "failed", "{ep}");
+        // A random model neither answers nor calls the tool: -1, evaluated by the env.
+        assert_eq!(ep["outcome"]["reward"], -1.0, "{ep}");
+        assert_eq!(ep["outcome"]["evaluated"], true);
+        let steps = ep["steps"].as_array().unwrap();
+        assert!(!steps.is_empty() && steps.len() <= 2);
+        for s in steps {
+            let (p, r, l) = (
+                s["prompt_ids"].as_array().unwrap(),
+                s["response_ids"].as_array().unwrap(),
+                s["logprobs"].as_array().unwrap(),
+            );
+            assert!(p.len() > 100, "the prompt with the tool schema");
+            assert!(!r.is_empty() && r.len() <= 12);
+            assert_eq!(r.len(), l.len());
+            assert!(l.iter().all(|x| x.as_f64().unwrap() <= 0.0));
+        }
+        // The first step's prompt is the instruction as the env gave it.
+        assert!(ep["conversation"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Problem: What is"));
+    }
+    // Groups (written as they finish): both episodes of each task, sampled differently.
+    let mut groups: std::collections::BTreeMap<String, Vec<&serde_json::Value>> =
+        Default::default();
+    for ep in &lines {
+        groups
+            .entry(ep["task_id"].as_str().unwrap().to_string())
+            .or_default()
+            .push(ep);
+    }
+    assert_eq!(groups.len(), 3);
+    for group in groups.values() {
+        assert_eq!(group.len(), 2);
+        assert_ne!(group[0]["sample"], group[1]["sample"]);
+        assert_ne!(
+            group[0]["steps"][0]["response_ids"],
+            group[1]["steps"][0]["response_ids"]
+        );
+    }
+
+    let o = common::host_command(&workspace())
+        .args(["eval", "--env", "no-such-env", "--model-path"])
+        .arg(&model)
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("environment `no-such-env`"));
 }

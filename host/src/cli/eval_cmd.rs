@@ -40,10 +40,39 @@ pub struct EvalFlags {
     /// Print the report as JSON (with per-kind shares and example answers).
     #[arg(long)]
     pub json: bool,
+    /// Evaluate on an environment plugin's tasks instead of the built-in world: a crate
+    /// directory or library (`envs/toolcall`), or an environment's name under `envs/`
+    /// (`toolcall`). Its tasks run as episodes with the model; `--eval-tasks` tasks,
+    /// `--samples-per-prompt` episodes each, `--max-new-tokens` per turn.
+    #[arg(long, env = "ENV_TYPE")]
+    pub env: Option<String>,
+    /// The environment's configuration, a TOML file (default: the environment's own).
+    #[arg(long, env = "ENV_CONFIG")]
+    pub env_config: Option<PathBuf>,
+    /// Episodes running at once.
+    #[arg(long, env = "PARALLEL_ENVS", default_value_t = 4)]
+    pub parallel_envs: usize,
+    /// Agent steps per episode before the host cuts it off (it is still scored).
+    #[arg(long = "max-episode-steps", env = "MAX_STEPS", default_value_t = 16)]
+    pub max_episode_steps: u32,
+    /// The environment's split to take tasks from.
+    #[arg(long, default_value = "eval")]
+    pub split: String,
+    /// Seconds one environment call (reset, a step, close) may take; `evaluate` gets ten times
+    /// as long.
+    #[arg(long, default_value_t = 60)]
+    pub env_call_timeout: u64,
+    /// Write every episode (conversation, each step's exact tokens and logprobs, outcome) as
+    /// JSON Lines to this file.
+    #[arg(long)]
+    pub episodes_out: Option<PathBuf>,
 }
 
 /// Runs `eval`.
 pub fn run(flags: &EvalFlags) -> Result<i32> {
+    if let Some(env) = &flags.env {
+        return super::env_eval_cmd::run(flags, env);
+    }
     let opts = EvalOptions {
         eval_tasks: flags.eval_tasks,
         samples_per_prompt: flags.samples_per_prompt,

@@ -5,6 +5,7 @@ mod bench_serve;
 mod buffer_cmd;
 mod config_cmd;
 pub mod default_model_cmd;
+pub mod env_eval_cmd;
 pub mod eval_cmd;
 mod export_cmd;
 pub mod flags;

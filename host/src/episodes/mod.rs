@@ -13,6 +13,9 @@
 //!   episode is not scored (its reward would say nothing of the agent).
 //! - **Always closed**, failed or not, so the environment frees its sandbox.
 
+pub mod batch;
+pub mod policy_agent;
+
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -85,6 +88,9 @@ pub struct Episode {
     pub conversation: Vec<Message>,
     /// The reward of each step, in order.
     pub step_rewards: Vec<f32>,
+    /// Steps the environment answered with tool results (the agent called a tool, in whatever
+    /// form the environment reads).
+    pub tool_steps: u32,
     /// How the loop ended.
     pub ending: Ending,
     /// The score (`None` when the episode failed).
@@ -154,6 +160,7 @@ impl TimedEnv {
             task_id: task.id.to_string(),
             conversation: Vec::new(),
             step_rewards: Vec::new(),
+            tool_steps: 0,
             ending: Ending::Done,
             outcome: None,
         };
@@ -184,6 +191,14 @@ impl TimedEnv {
                     break;
                 }
             };
+            if out
+                .observation
+                .messages
+                .iter()
+                .any(|m| m.role.as_str() == "tool")
+            {
+                ep.tool_steps += 1;
+            }
             ep.conversation
                 .extend(out.observation.messages.iter().cloned());
             if !out.observation.tools_json.is_empty() {

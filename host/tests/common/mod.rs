@@ -20,8 +20,12 @@ pub fn bin() -> &'static str {
 }
 
 /// Variables outside the configuration table that change what the binary does.
-const OTHER_VARS: [&str; 6] = [
+const OTHER_VARS: [&str; 10] = [
     "OPENCLAW_HOME",
+    "ENV_TYPE",
+    "ENV_CONFIG",
+    "PARALLEL_ENVS",
+    "MAX_STEPS",
     "RUST_LOG",
     "RUST_BACKTRACE",
     "OPENCLAW_PLUGIN_PATH",

@@ -16,10 +16,13 @@
 //!   privileges; when the host runs as root each work directory gets a host uid of its own
 //!   (`uid_base` + n), so nothing runs or writes as host root and the process limit counts one
 //!   episode only.
-//! - **Limits:** address space, CPU seconds, file size and open files per process; processes
-//!   per sandbox user (`RLIMIT_NPROC`; for a non-root host it counts that user's own processes
-//!   too, so it is raised by their number at start); a wall clock after which the whole process
-//!   group is killed, and with it the sandbox's PID namespace (nothing outlives its command).
+//! - **Limits:** address space, CPU seconds, file size and open files per process (each at most
+//!   the host's own hard limit); processes per sandbox user (`RLIMIT_NPROC`; for a non-root host
+//!   it counts that user's own processes, other sandboxes' included, so it is raised by their
+//!   number at start); the size of the work directory (a tmpfs under root, a check after each
+//!   command otherwise); a wall clock after which bubblewrap's process group is killed, and
+//!   with it the sandbox's PID namespace (its init dies with its parent: nothing outlives its
+//!   command).
 //!
 //! Where bubblewrap is missing or cannot start, [`Sandbox::new`] fails with a message saying
 //! how to install it. There is no unsandboxed mode.
@@ -53,6 +56,10 @@ pub struct Limits {
     pub open_files: u64,
     /// Size of the private `/tmp`, bytes.
     pub tmp_bytes: u64,
+    /// Size of an episode's work directory, bytes: a tmpfs of that size when the host is root,
+    /// else checked after each command (a command that leaves it larger fails, and so does
+    /// every later one).
+    pub work_bytes: u64,
     /// Wall-clock time after which the whole sandbox is killed.
     pub wall: Duration,
     /// Bytes of stdout, and of stderr, kept (the rest is read and dropped).
@@ -68,6 +75,7 @@ impl Default for Limits {
             file_size_bytes: 64 << 20,
             open_files: 256,
             tmp_bytes: 64 << 20,
+            work_bytes: 256 << 20,
             wall: Duration::from_secs(30),
             output_bytes: 1 << 20,
         }
@@ -109,6 +117,8 @@ pub enum SandboxError {
     Missing(PathBuf),
     /// bubblewrap is there but could not start a sandbox (its own words).
     Unusable(String),
+    /// A command left the work directory larger than its limit (bytes).
+    WorkdirFull(u64),
     /// The host failed (a directory, a pipe, a process).
     Io(std::io::Error),
 }
@@ -127,6 +137,11 @@ impl std::fmt::Display for SandboxError {
                 f,
                 "bubblewrap cannot start a sandbox here: {why} (it needs unprivileged user \
                  namespaces, or to be run as root)"
+            ),
+            SandboxError::WorkdirFull(limit) => write!(
+                f,
+                "the work directory grew past its limit of {} MiB",
+                limit >> 20
             ),
             SandboxError::Io(e) => write!(f, "sandbox: {e}"),
         }
@@ -219,6 +234,14 @@ impl Sandbox {
             etc.path().join("group"),
             "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n",
         )?;
+        // Readable by the sandbox's host uid whatever the umask.
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |m| std::fs::Permissions::from_mode(m);
+            std::fs::set_permissions(etc.path(), mode(0o755))?;
+            std::fs::set_permissions(etc.path().join("passwd"), mode(0o644))?;
+            std::fs::set_permissions(etc.path().join("group"), mode(0o644))?;
+        }
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
         let sandbox = Sandbox {
@@ -266,11 +289,17 @@ impl Sandbox {
         let uid = self.inner.root.then(|| {
             self.inner.config.uid_base + NEXT_UID.fetch_add(1, Ordering::Relaxed) % UID_SPAN
         });
+        let mounted = match uid {
+            Some(u) => mount_tmpfs(dir.path(), self.inner.config.limits.work_bytes, u),
+            None => false,
+        };
         set_owner_only(dir.path(), uid)?;
         Ok(Workdir {
             sandbox: self.clone(),
             dir,
             uid,
+            mounted,
+            over: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -398,6 +427,21 @@ pub struct Workdir {
     sandbox: Sandbox,
     dir: tempfile::TempDir,
     uid: Option<u32>,
+    /// Whether it is a size-capped tmpfs (unmounted on drop).
+    mounted: bool,
+    /// Whether a command left it larger than its limit (no command runs after that).
+    over: std::sync::atomic::AtomicBool,
+}
+
+impl Drop for Workdir {
+    fn drop(&mut self) {
+        if self.mounted {
+            if let Ok(c) = std::ffi::CString::new(self.dir.path().as_os_str().as_encoded_bytes()) {
+                // SAFETY: a valid C string; MNT_DETACH so a busy mount still goes.
+                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
+            }
+        }
+    }
 }
 
 impl Workdir {
@@ -411,19 +455,14 @@ impl Workdir {
         self.uid
     }
 
-    /// Copies a host file or directory tree into the work directory (at `dest`, relative),
-    /// owned by the sandbox user.
-    pub fn import(&self, src: &Path, dest: &Path) -> Result<(), SandboxError> {
-        let to = self.dir.path().join(dest);
-        copy_tree(src, &to, self.uid)?;
-        Ok(())
-    }
-
     /// Runs one command in the sandbox, with this directory at `/work`, to its end or its
     /// wall clock.
     pub fn run(&self, run: &Run) -> Result<RunOutput, SandboxError> {
         let inner = &self.sandbox.inner;
         let limits = &inner.config.limits;
+        if self.over.load(Ordering::Relaxed) {
+            return Err(SandboxError::WorkdirFull(limits.work_bytes));
+        }
         let wall = run.wall.map_or(limits.wall, |w| w.min(limits.wall));
         let args = self.sandbox.bwrap_args(self.dir.path(), run);
         let processes = match self.uid {
@@ -431,7 +470,7 @@ impl Workdir {
             // SAFETY: getuid has no preconditions.
             None => limits.processes + process::tasks_of_user(unsafe { libc::getuid() }),
         };
-        Ok(process::run(process::Spawn {
+        let out = process::run(process::Spawn {
             bwrap: &inner.bwrap,
             args,
             uid: self.uid,
@@ -439,7 +478,12 @@ impl Workdir {
             processes,
             stdin: &run.stdin,
             wall,
-        })?)
+        })?;
+        if !self.mounted && tree_bytes(self.dir.path()) > limits.work_bytes {
+            self.over.store(true, Ordering::Relaxed);
+            return Err(SandboxError::WorkdirFull(limits.work_bytes));
+        }
+        Ok(out)
     }
 }
 
@@ -458,35 +502,56 @@ fn find_binary(name: &Path) -> Option<PathBuf> {
         .find(|p| executable(p))
 }
 
+/// Mounts a tmpfs of `bytes` (and a proportional number of inodes) owned by `uid` on `dir`;
+/// false when the host cannot (a container without the right), and the size is then checked
+/// after each command instead.
+fn mount_tmpfs(dir: &Path, bytes: u64, uid: u32) -> bool {
+    let (Ok(target), Ok(data)) = (
+        std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()),
+        std::ffi::CString::new(format!(
+            "size={bytes},nr_inodes={},mode=0700,uid={uid},gid={uid}",
+            (bytes / 4096).max(1024)
+        )),
+    ) else {
+        return false;
+    };
+    // SAFETY: valid C strings; the flags only restrict the mount.
+    unsafe {
+        libc::mount(
+            c"tmpfs".as_ptr(),
+            target.as_ptr(),
+            c"tmpfs".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            data.as_ptr().cast(),
+        ) == 0
+    }
+}
+
+/// Bytes of the files under `dir` (links not followed).
+fn tree_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            match e.metadata() {
+                Ok(m) if m.is_dir() => stack.push(e.path()),
+                Ok(m) => total += m.len(),
+                Err(_) => {}
+            }
+        }
+    }
+    total
+}
+
 /// Mode 0700, owned by `uid` when given.
 fn set_owner_only(p: &Path, uid: Option<u32>) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o700))?;
     if let Some(u) = uid {
         std::os::unix::fs::chown(p, Some(u), Some(u))?;
-    }
-    Ok(())
-}
-
-/// Copies `src` (a file or a tree; links are copied as links, never followed) to `to`.
-fn copy_tree(src: &Path, to: &Path, uid: Option<u32>) -> std::io::Result<()> {
-    let meta = std::fs::symlink_metadata(src)?;
-    if let Some(parent) = to.parent() {
-        std::fs::create_dir_all(parent)?;
-    }
-    if meta.is_dir() {
-        std::fs::create_dir_all(to)?;
-        for entry in std::fs::read_dir(src)? {
-            let entry = entry?;
-            copy_tree(&entry.path(), &to.join(entry.file_name()), uid)?;
-        }
-    } else if meta.file_type().is_symlink() {
-        std::os::unix::fs::symlink(std::fs::read_link(src)?, to)?;
-    } else {
-        std::fs::copy(src, to)?;
-    }
-    if let Some(u) = uid {
-        std::os::unix::fs::lchown(to, Some(u), Some(u))?;
     }
     Ok(())
 }

@@ -70,6 +70,22 @@ pub(crate) fn run(s: Spawn) -> std::io::Result<RunOutput> {
         (libc::RLIMIT_NOFILE, l.open_files as _, l.open_files as _),
         (libc::RLIMIT_CORE, 0, 0),
     ];
+    // Never above the host's own hard limits: an unprivileged process cannot raise them, and
+    // setrlimit would fail every start.
+    let rlimits = rlimits.map(|(resource, soft, hard)| {
+        let mut cur = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes into the struct it is given.
+        if unsafe { libc::getrlimit(resource, &mut cur) } == 0
+            && cur.rlim_max != libc::RLIM_INFINITY
+        {
+            (resource, soft.min(cur.rlim_max), hard.min(cur.rlim_max))
+        } else {
+            (resource, soft, hard)
+        }
+    });
     let mut cmd = Command::new(s.bwrap);
     // An empty environment: bubblewrap's own would be readable inside at /proc/1/environ.
     cmd.env_clear()
@@ -110,8 +126,14 @@ pub(crate) fn run(s: Spawn) -> std::io::Result<RunOutput> {
     let cap = l.output_bytes;
     let out = child.stdout.take().expect("piped");
     let err = child.stderr.take().expect("piped");
-    let out = std::thread::spawn(move || read_capped(out, cap));
-    let err = std::thread::spawn(move || read_capped(err, cap));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx2 = tx.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send((true, read_capped(out, cap)));
+    });
+    std::thread::spawn(move || {
+        let _ = tx2.send((false, read_capped(err, cap)));
+    });
     let deadline = started + s.wall;
     let mut timed_out = false;
     let mut pause = Duration::from_millis(1);
@@ -120,8 +142,8 @@ pub(crate) fn run(s: Spawn) -> std::io::Result<RunOutput> {
             break status;
         }
         if Instant::now() >= deadline {
-            // The whole group: bubblewrap, and with it the sandbox's PID namespace. Sent
-            // before the child is reaped, so the group id cannot belong to anyone else yet.
+            // bubblewrap's group; the sandbox's init (in a session of its own) dies with its
+            // parent. Sent before the child is reaped, so the group id is still ours.
             // SAFETY: kill has no memory preconditions.
             unsafe { libc::kill(-pid, libc::SIGKILL) };
             timed_out = true;
@@ -131,8 +153,20 @@ pub(crate) fn run(s: Spawn) -> std::io::Result<RunOutput> {
         pause = (pause * 2).min(Duration::from_millis(20));
     };
     let _ = writer.join();
-    let (stdout, t_out) = out.join().expect("reader thread");
-    let (stderr, t_err) = err.join().expect("reader thread");
+    // The pipes close when the last process in the sandbox is gone. Should the sandbox's init
+    // outlive a kill that came while bubblewrap was still setting it up (before it tied itself
+    // to its parent), its output is given up after a grace period rather than waited for.
+    let grace = std::time::Instant::now() + Duration::from_secs(2);
+    let ((mut stdout, mut t_out), (mut stderr, mut t_err)) =
+        ((Vec::new(), false), (Vec::new(), false));
+    for _ in 0..2 {
+        let left = grace.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((true, r)) => (stdout, t_out) = r,
+            Ok((false, r)) => (stderr, t_err) = r,
+            Err(_) => break,
+        }
+    }
     Ok(RunOutput {
         exit_code: if timed_out { None } else { status.code() },
         timed_out,

@@ -296,3 +296,31 @@ fn output_is_capped_and_stdin_is_fed() {
     let out = w.run(&Run::shell("head -c 100000 /dev/zero")).unwrap();
     assert!(out.success() && out.truncated && out.stdout.len() == 1000);
 }
+
+#[test]
+fn the_work_directory_cannot_grow_past_its_limit() {
+    let sb = sandbox(Limits {
+        work_bytes: 8 << 20,
+        ..short()
+    });
+    let w = sb.workdir().unwrap();
+    let fill =
+        Run::shell("head -c 5000000 /dev/zero > /work/a; head -c 5000000 /dev/zero > /work/b");
+    match w.run(&fill) {
+        // Under root the directory is a tmpfs of that size: the second file does not fit.
+        Ok(out) => {
+            assert_ne!(out.exit_code, Some(0), "{out:?}");
+            let total: u64 = ["a", "b"]
+                .iter()
+                .filter_map(|f| std::fs::metadata(w.path().join(f)).ok())
+                .map(|m| m.len())
+                .sum();
+            assert!(total <= 8 << 20, "{total}");
+        }
+        // Otherwise the size is checked after the command, which then fails, as do later ones.
+        Err(e) => {
+            assert!(e.to_string().contains("past its limit of 8 MiB"), "{e}");
+            assert!(w.run(&Run::new(["true"])).is_err());
+        }
+    }
+}

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use openclaw_plugin_api::serde::Deserialize;
 use openclaw_plugin_api::serde_json::{self, json, Value};
@@ -36,6 +36,9 @@ pub struct Config {
     pub output_chars: usize,
     /// Wall clock and CPU seconds of one call.
     pub timeout_seconds: u64,
+    /// Wall clock of all the calls of one step: later calls of a step get what is left, then an
+    /// error (keep it below the host's per-call timeout, 60 s by default).
+    pub step_seconds: u64,
     /// Address space of one call's processes, MiB.
     pub memory_mb: u64,
     /// The bubblewrap binary.
@@ -53,6 +56,7 @@ impl Default for Config {
             max_tool_calls: 16,
             output_chars: 1024,
             timeout_seconds: 10,
+            step_seconds: 45,
             memory_mb: 512,
             bwrap: "bwrap".into(),
             reward_shape: "plus_minus_one".into(),
@@ -107,19 +111,16 @@ impl ToolcallEnv {
             .ok_or_else(|| format!("no episode {id} (never started, or closed)"))
     }
 
-    /// Runs one call in the episode's sandbox; the text the agent gets back.
-    fn execute(&self, workdir: &Workdir, code: &str) -> String {
-        let run = Run::new(["python3", "-c", code]);
+    /// Runs one call in the episode's sandbox within `wall`; the text the agent gets back.
+    fn execute(&self, workdir: &Workdir, code: &str, wall: Duration) -> String {
+        let run = Run::new(["python3", "-c", code]).wall(wall);
         match workdir.run(&run) {
             Err(e) => format!("[sandbox error] {e}"),
             Ok(out) => {
                 let mut text = out.stdout_text();
                 text.push_str(&out.stderr_text());
                 if out.timed_out {
-                    text.push_str(&format!(
-                        "\n[timed out after {} s]",
-                        self.cfg.timeout_seconds
-                    ));
+                    text.push_str(&format!("\n[timed out after {} s]", wall.as_secs()));
                 }
                 text
             }
@@ -136,9 +137,20 @@ impl Env for ToolcallEnv {
                 cfg.eval_every
             ));
         }
-        if cfg.max_turns == 0 || cfg.timeout_seconds == 0 || cfg.memory_mb < 64 {
+        if cfg.max_turns == 0 || cfg.timeout_seconds == 0 || cfg.step_seconds == 0 {
             return Err(
-                "env.max_turns and env.timeout_seconds must be at least 1, env.memory_mb at least 64"
+                "env.max_turns, env.timeout_seconds and env.step_seconds must be at least 1".into(),
+            );
+        }
+        if !(64..=1 << 20).contains(&cfg.memory_mb) {
+            return Err(format!(
+                "env.memory_mb must be between 64 and 1048576, got {}",
+                cfg.memory_mb
+            ));
+        }
+        if cfg.output_chars == 0 || cfg.output_chars > 1 << 20 || cfg.timeout_seconds > 86_400 {
+            return Err(
+                "env.output_chars must be between 1 and 1048576, env.timeout_seconds at most 86400"
                     .into(),
             );
         }
@@ -254,16 +266,23 @@ impl Env for ToolcallEnv {
             tools::calls(&action.message)
         };
         let mut messages = Vec::with_capacity(calls.len());
+        let step_end = Instant::now() + Duration::from_secs(self.cfg.step_seconds);
         for call in &calls {
+            let left = step_end.saturating_duration_since(Instant::now());
             let output = match &call.code {
                 Err(why) => format!("[tool error] {why}"),
                 Ok(_) if ep.tool_calls >= self.cfg.max_tool_calls => format!(
                     "[tool error] the limit of {} interpreter calls is reached; give your answer",
                     self.cfg.max_tool_calls
                 ),
+                Ok(_) if left < Duration::from_secs(1) => format!(
+                    "[tool error] this message's calls used its {} s; give your answer or call again",
+                    self.cfg.step_seconds
+                ),
                 Ok(code) => {
                     ep.tool_calls += 1;
-                    self.execute(&ep.workdir, code)
+                    let wall = left.min(Duration::from_secs(self.cfg.timeout_seconds));
+                    self.execute(&ep.workdir, code, wall)
                 }
             };
             messages.push(tools::result_message(call, &output, self.cfg.output_chars));
@@ -309,11 +328,13 @@ impl Env for ToolcallEnv {
     }
 
     fn close(&self, episode: u64) -> PluginResult<()> {
-        // Dropping the episode removes its work directory.
-        self.episodes
+        let ep = self
+            .episodes
             .lock()
             .map_err(|e| e.to_string())?
             .remove(&episode);
+        // Dropping the episode removes its work directory, outside the table's lock.
+        drop(ep);
         Ok(())
     }
 }

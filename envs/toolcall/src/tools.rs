@@ -14,8 +14,8 @@ pub fn schema() -> String {
         "function": {
             "name": NAME,
             "description": "Runs Python 3 code in a sandbox (no network, no files outside its \
-                            working directory, nothing kept between calls) and returns what it \
-                            prints to stdout and stderr.",
+                            working directory; files written there stay for later calls, \
+                            variables do not) and returns what it prints to stdout and stderr.",
             "parameters": {
                 "type": "object",
                 "properties": {"code": {"type": "string", "description": "The Python code to run."}},

@@ -68,7 +68,7 @@ pub fn run(flags: &EvalFlags, env_spec: &str) -> Result<i32> {
         episode: EpisodeOptions {
             max_steps: flags.max_episode_steps,
             call_timeout: call,
-            evaluate_timeout: call * 10,
+            evaluate_timeout: call.saturating_mul(10),
         },
         agent: PolicyAgentOptions {
             sampling: SamplingParams {
@@ -192,6 +192,7 @@ fn episode_json(r: &EpisodeRecord) -> String {
         Ending::Done => ("done", None),
         Ending::Truncated => ("truncated", None),
         Ending::MaxSteps => ("max_steps", None),
+        Ending::ContextFull => ("context_full", None),
         Ending::Failed(why) => ("failed", Some(why.as_str())),
     };
     json!({

@@ -83,7 +83,24 @@ pub fn run_batch(
                 let seed = opts.seed.wrapping_add(job as u64);
                 agent_opts.sampling.seed = Some(seed).into();
                 let mut agent = PolicyAgent::new(Arc::clone(&policy), agent_opts);
-                let episode = env.episode(task, seed, &mut agent, &opts.episode);
+                // A panic (the policy, the agent) fails this episode, not the batch.
+                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    env.episode(task, seed, &mut agent, &opts.episode)
+                }));
+                let episode = run.unwrap_or_else(|p| Episode {
+                    task_id: task.id.to_string(),
+                    conversation: Vec::new(),
+                    step_rewards: Vec::new(),
+                    tool_steps: 0,
+                    ending: Ending::Failed(format!(
+                        "the episode panicked: {}",
+                        p.downcast_ref::<String>()
+                            .map(String::as_str)
+                            .or_else(|| p.downcast_ref::<&str>().copied())
+                            .unwrap_or("(no message)")
+                    )),
+                    outcome: None,
+                });
                 let record = EpisodeRecord {
                     sample,
                     episode,

@@ -8,7 +8,8 @@
 //!   reason recorded in its [`Ending::Failed`]; a hung call is abandoned on its thread (a plugin
 //!   call cannot be killed from outside) and the runtime goes on.
 //! - **Scored after the loop, also when cut off.** `evaluate` is called when the episode ended
-//!   on its own, was truncated by the environment, or was cut off by the host at `max_steps`;
+//!   on its own, was truncated by the environment, or was cut off by the host at `max_steps` or
+//!   when the context is full;
 //!   an environment that does not evaluate is scored by the sum of its step rewards. A failed
 //!   episode is not scored (its reward would say nothing of the agent).
 //! - **Always closed**, failed or not, so the environment frees its sandbox.
@@ -53,6 +54,19 @@ pub trait Agent {
     fn act(&mut self, conversation: &[Message], tools_json: &str) -> Result<Action>;
 }
 
+/// What an [`Agent`] answers when the conversation leaves no room for a reply: the episode is
+/// then cut off and still scored, not failed.
+#[derive(Debug)]
+pub struct ContextFull(pub String);
+
+impl std::fmt::Display for ContextFull {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ContextFull {}
+
 /// How an episode's loop ended.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Ending {
@@ -62,6 +76,8 @@ pub enum Ending {
     Truncated,
     /// The host cut it off at `max_steps`.
     MaxSteps,
+    /// The conversation left the policy no room for another reply.
+    ContextFull,
     /// An env call or the agent failed; the reason.
     Failed(String),
 }
@@ -178,6 +194,10 @@ impl TimedEnv {
         for _ in 0..opts.max_steps {
             let action = match agent.act(&ep.conversation, &tools) {
                 Ok(a) => a,
+                Err(e) if e.downcast_ref::<ContextFull>().is_some() => {
+                    ep.ending = Ending::ContextFull;
+                    break;
+                }
                 Err(e) => {
                     ep.ending = Ending::Failed(format!("the agent failed: {e:#}"));
                     break;

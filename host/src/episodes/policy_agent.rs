@@ -14,7 +14,7 @@ use anyhow::{anyhow, Result};
 use openclaw_plugin_api::host::{Generation, PolicyService};
 use openclaw_plugin_api::{Action, Message, SamplingParams};
 
-use super::Agent;
+use super::{Agent, ContextFull};
 
 /// The marker left where a message's middle was cut.
 pub const OMITTED: &str = "\n[OMITTED MIDDLE]\n";
@@ -84,11 +84,12 @@ impl Agent for PolicyAgent {
                 .max_by_key(|&i| shown[i].content.len())
                 .filter(|&i| shown[i].content.chars().count() > 2 * OMITTED.len());
             let (Some(i), true) = (longest, cuts < 32) else {
-                return Err(anyhow!(
+                return Err(ContextFull(format!(
                     "the conversation ({prompt} tokens) leaves no room for a reply in the \
                      {}-token context",
                     self.opts.context
-                ));
+                ))
+                .into());
             };
             shown[i].content = cut_middle(&shown[i].content).into();
             cuts += 1;

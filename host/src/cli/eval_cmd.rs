@@ -68,11 +68,8 @@ pub struct EvalFlags {
     pub episodes_out: Option<PathBuf>,
 }
 
-/// Runs `eval`.
+/// Runs `eval` on the built-in world (`--env` is `env_eval_cmd`'s).
 pub fn run(flags: &EvalFlags) -> Result<i32> {
-    if let Some(env) = &flags.env {
-        return super::env_eval_cmd::run(flags, env);
-    }
     let opts = EvalOptions {
         eval_tasks: flags.eval_tasks,
         samples_per_prompt: flags.samples_per_prompt,

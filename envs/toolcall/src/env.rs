@@ -86,6 +86,8 @@ pub struct ToolcallEnv {
     cfg: Config,
     shape: Shape,
     sandbox: Sandbox,
+    /// The tools array every observation offers (made once).
+    tools_json: String,
     problems: Vec<Problem>,
     episodes: Mutex<HashMap<u64, Arc<Mutex<Episode>>>>,
     next_id: AtomicU64,
@@ -185,6 +187,7 @@ impl Env for ToolcallEnv {
             cfg,
             shape,
             sandbox,
+            tools_json: tools::schema(),
             problems,
             episodes: Mutex::default(),
             next_id: AtomicU64::new(1),
@@ -246,7 +249,7 @@ impl Env for ToolcallEnv {
             id,
             Observation {
                 messages: vec![Message::new("user", &prompt)].into(),
-                tools_json: tools::schema().into(),
+                tools_json: self.tools_json.as_str().into(),
             },
         ))
     }
@@ -293,7 +296,7 @@ impl Env for ToolcallEnv {
         Ok(StepOutcome {
             observation: Observation {
                 messages: messages.into(),
-                tools_json: tools::schema().into(),
+                tools_json: self.tools_json.as_str().into(),
             },
             reward: 0.0,
             done: ep.done,

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use openclaw_env_toolcall::{tools, ToolcallEnv};
+use openclaw_env_toolcall::ToolcallEnv;
 use openclaw_plugin_api::abi_stable::std_types::ROption;
 use openclaw_plugin_api::serde_json::{self, json, Value};
 use openclaw_plugin_api::{Action, Env, HostServices, Message, Task};
@@ -218,5 +218,4 @@ fn gsm8k_problems_score_by_their_final_number() {
         assert_eq!(env.evaluate(id).unwrap().reward, 1.0, "{label}");
         env.close(id).unwrap();
     }
-    let _ = tools::NAME;
 }

@@ -87,19 +87,16 @@ pub fn run_batch(
                 let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     env.episode(task, seed, &mut agent, &opts.episode)
                 }));
-                let episode = run.unwrap_or_else(|p| Episode {
-                    task_id: task.id.to_string(),
-                    conversation: Vec::new(),
-                    step_rewards: Vec::new(),
-                    tool_steps: 0,
-                    ending: Ending::Failed(format!(
-                        "the episode panicked: {}",
-                        p.downcast_ref::<String>()
-                            .map(String::as_str)
-                            .or_else(|| p.downcast_ref::<&str>().copied())
-                            .unwrap_or("(no message)")
-                    )),
-                    outcome: None,
+                let episode = run.unwrap_or_else(|p| {
+                    let why = p
+                        .downcast_ref::<String>()
+                        .map(String::as_str)
+                        .or_else(|| p.downcast_ref::<&str>().copied())
+                        .unwrap_or("(no message)");
+                    Episode::new(
+                        &task.id,
+                        Ending::Failed(format!("the episode panicked: {why}")),
+                    )
                 });
                 let record = EpisodeRecord {
                     sample,

@@ -113,6 +113,20 @@ pub struct Episode {
     pub outcome: Option<Outcome>,
 }
 
+impl Episode {
+    /// An episode of `task_id` with nothing recorded yet, ending as `ending` so far.
+    pub fn new(task_id: &str, ending: Ending) -> Episode {
+        Episode {
+            task_id: task_id.to_string(),
+            conversation: Vec::new(),
+            step_rewards: Vec::new(),
+            tool_steps: 0,
+            ending,
+            outcome: None,
+        }
+    }
+}
+
 /// An environment whose every call has a deadline.
 #[derive(Clone)]
 pub struct TimedEnv {
@@ -172,25 +186,15 @@ impl TimedEnv {
         agent: &mut dyn Agent,
         opts: &EpisodeOptions,
     ) -> Episode {
-        let mut ep = Episode {
-            task_id: task.id.to_string(),
-            conversation: Vec::new(),
-            step_rewards: Vec::new(),
-            tool_steps: 0,
-            ending: Ending::Done,
-            outcome: None,
-        };
         let t = task.clone();
         let (id, first) = match self.call("reset", opts.call_timeout, move |e| e.reset(&t, seed)) {
             Ok(r) => r,
-            Err(e) => {
-                ep.ending = Ending::Failed(format!("{e:#}"));
-                return ep;
-            }
+            Err(e) => return Episode::new(&task.id, Ending::Failed(format!("{e:#}"))),
         };
+        // Cut off at `max_steps` unless the loop ends otherwise.
+        let mut ep = Episode::new(&task.id, Ending::MaxSteps);
         ep.conversation.extend(first.messages.iter().cloned());
         let mut tools = first.tools_json.to_string();
-        ep.ending = Ending::MaxSteps;
         for _ in 0..opts.max_steps {
             let action = match agent.act(&ep.conversation, &tools) {
                 Ok(a) => a,

@@ -190,8 +190,8 @@ fn eval_runs_the_policys_episodes_and_writes_their_exact_tokens() {
     for ep in &lines {
         assert_ne!(ep["ending"], "failed", "{ep}");
         // A random model neither answers nor calls the tool: -1, evaluated by the env.
-        assert_eq!(ep["outcome"]["reward"], -1.0, "{ep}");
-        assert_eq!(ep["outcome"]["evaluated"], true);
+        assert_eq!(ep["reward"], -1.0, "{ep}");
+        assert_eq!(ep["evaluated"], true);
         let steps = ep["steps"].as_array().unwrap();
         assert!(!steps.is_empty() && steps.len() <= 2);
         for s in steps {
@@ -216,7 +216,7 @@ fn eval_runs_the_policys_episodes_and_writes_their_exact_tokens() {
         Default::default();
     for ep in &lines {
         groups
-            .entry(ep["task_id"].as_str().unwrap().to_string())
+            .entry(ep["task"]["id"].as_str().unwrap().to_string())
             .or_default()
             .push(ep);
     }

@@ -64,6 +64,46 @@ impl Default for Config {
     }
 }
 
+/// One tool's entry of the `[tools]` section (what `TOOLS_CONFIG` lists): its limits, each
+/// replacing the `[env]` value of the same meaning.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(crate = "openclaw_plugin_api::serde", default, deny_unknown_fields)]
+pub struct ToolLimits {
+    /// Wall clock and CPU seconds of one call (`env.timeout_seconds`).
+    pub timeout_seconds: Option<u64>,
+    /// Address space of one call's processes, MiB (`env.memory_mb`).
+    pub memory_mb: Option<u64>,
+    /// Characters of output kept (`env.output_chars`).
+    pub output_chars: Option<usize>,
+    /// Calls per episode (`env.max_tool_calls`).
+    pub max_calls: Option<u32>,
+}
+
+/// Applies a `[tools]` section: every tool named must be one this environment offers.
+fn apply_tools(cfg: &mut Config, tools: &HashMap<String, ToolLimits>) -> PluginResult<()> {
+    for (name, limits) in tools {
+        if name != tools::NAME {
+            return Err(format!(
+                "[tools] names `{name}`; the tool-call environment offers only `{}`",
+                tools::NAME
+            ));
+        }
+        if let Some(v) = limits.timeout_seconds {
+            cfg.timeout_seconds = v;
+        }
+        if let Some(v) = limits.memory_mb {
+            cfg.memory_mb = v;
+        }
+        if let Some(v) = limits.output_chars {
+            cfg.output_chars = v;
+        }
+        if let Some(v) = limits.max_calls {
+            cfg.max_tool_calls = v;
+        }
+    }
+    Ok(())
+}
+
 /// One problem.
 #[derive(Clone, Debug)]
 struct Problem {
@@ -132,7 +172,9 @@ impl ToolcallEnv {
 
 impl Env for ToolcallEnv {
     fn new(config: &str, _host: HostServices) -> PluginResult<Self> {
-        let cfg: Config = parse_config_section(config, "env")?;
+        let mut cfg: Config = parse_config_section(config, "env")?;
+        let tools: HashMap<String, ToolLimits> = parse_config_section(config, "tools")?;
+        apply_tools(&mut cfg, &tools)?;
         if cfg.eval_every < 2 {
             return Err(format!(
                 "env.eval_every must be at least 2, got {}",
@@ -422,6 +464,36 @@ fn builtin_problems(n: usize) -> Vec<Problem> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_tools_section_sets_the_interpreters_limits_and_names_no_other_tool() {
+        let text = "[env]\ntimeout_seconds = 10\n[tools.code_interpreter]\ntimeout_seconds = 3\nmax_calls = 2\noutput_chars = 64\n";
+        let mut cfg: Config = parse_config_section(text, "env").unwrap();
+        let tools: HashMap<String, ToolLimits> = parse_config_section(text, "tools").unwrap();
+        apply_tools(&mut cfg, &tools).unwrap();
+        assert_eq!(
+            (
+                cfg.timeout_seconds,
+                cfg.max_tool_calls,
+                cfg.output_chars,
+                cfg.memory_mb
+            ),
+            (3, 2, 64, 512)
+        );
+        let other: HashMap<String, ToolLimits> =
+            parse_config_section("[tools.web_search]\nmax_calls = 1\n", "tools").unwrap();
+        let e = apply_tools(&mut cfg, &other).unwrap_err();
+        assert!(
+            e.contains("web_search") && e.contains("code_interpreter"),
+            "{e}"
+        );
+        let typo = parse_config_section::<HashMap<String, ToolLimits>>(
+            "[tools.code_interpreter]\ntimeout = 3\n",
+            "tools",
+        )
+        .unwrap_err();
+        assert!(typo.contains("timeout"), "{typo}");
+    }
 
     #[test]
     fn problems_are_read_from_both_layouts_and_bad_rows_are_named() {

@@ -1,29 +1,21 @@
 //! The `code_interpreter` tool: its schema, the calls an assistant message makes, and how their
 //! output goes back.
 
-use openclaw_plugin_api::serde_json::{self, json, Value};
+use openclaw_plugin_api::serde_json::{self, Value};
 use openclaw_plugin_api::Message;
 
 /// The tool's name.
 pub const NAME: &str = "code_interpreter";
 
-/// The OpenAI `tools` array offering the interpreter.
+/// The OpenAI `tools` array offering the interpreter, as its text. Written out rather than
+/// built with `json!`, whose key order depends on a serde_json feature: the prompt a model sees
+/// renders the keys in this order (the order OpenAI's documentation and Qwen's templates use),
+/// and a model trained on one order should be shown the same.
+pub const SCHEMA: &str = r#"[{"type": "function", "function": {"name": "code_interpreter", "description": "Runs Python 3 code in a sandbox (no network, no files outside its working directory; files written there stay for later calls, variables do not) and returns what it prints to stdout and stderr.", "parameters": {"type": "object", "properties": {"code": {"type": "string", "description": "The Python code to run."}}, "required": ["code"]}}}]"#;
+
+/// [`SCHEMA`], owned.
 pub fn schema() -> String {
-    json!([{
-        "type": "function",
-        "function": {
-            "name": NAME,
-            "description": "Runs Python 3 code in a sandbox (no network, no files outside its \
-                            working directory; files written there stay for later calls, \
-                            variables do not) and returns what it prints to stdout and stderr.",
-            "parameters": {
-                "type": "object",
-                "properties": {"code": {"type": "string", "description": "The Python code to run."}},
-                "required": ["code"]
-            }
-        }
-    }])
-    .to_string()
+    SCHEMA.to_string()
 }
 
 /// One call the agent made: the code to run, or why the call cannot run.
@@ -150,6 +142,19 @@ pub fn result_message(call: &Call, output: &str, limit: usize) -> Message {
 mod tests {
     use super::*;
     use openclaw_plugin_api::abi_stable::std_types::ROption;
+    use openclaw_plugin_api::serde_json::json;
+
+    #[test]
+    fn the_schema_is_an_openai_tools_array_in_the_usual_key_order() {
+        let v: Value = serde_json::from_str(SCHEMA).unwrap();
+        assert_eq!(v[0]["function"]["name"], NAME);
+        assert_eq!(v[0]["function"]["parameters"]["required"], json!(["code"]));
+        let name = SCHEMA.find("\"name\"").unwrap();
+        assert!(
+            SCHEMA.find("\"type\"").unwrap() < name
+                && name < SCHEMA.find("\"description\"").unwrap()
+        );
+    }
 
     fn assistant(text: &str) -> Message {
         Message::new("assistant", text)

@@ -1,11 +1,11 @@
 //! The buffer as the user's dataset: trajectories in the format `train --data-path` reads.
 
-use super::record::{Envelope, Record};
+use super::record::{Envelope, EpisodeEntry, Record};
 use crate::data::messages::{next_state_json, to_json};
 use crate::data::trajectory::{TrajectoryRecord, TurnRecord};
 use abi_stable::std_types::ROption;
 use openclaw_plugin_api::TurnType;
-use serde_json::Value;
+use serde_json::{json, Value};
 use std::collections::HashMap;
 
 /// Groups the buffer's turns by session, in order of first appearance, with their next states
@@ -70,6 +70,13 @@ pub fn trajectories(records: &[Envelope]) -> Vec<TrajectoryRecord> {
                     }
                 }
             }
+            Record::Episode { episode } => {
+                let sid = episode.episode_id.clone();
+                if !sessions.contains_key(&sid) {
+                    order.push(sid.clone());
+                }
+                sessions.insert(sid, episode_turns(episode));
+            }
             Record::SessionClosed { .. } | Record::Sample { .. } => {}
         }
     }
@@ -78,6 +85,86 @@ pub fn trajectories(records: &[Envelope]) -> Vec<TrajectoryRecord> {
         .map(|sid| TrajectoryRecord {
             turns: sessions.remove(&sid).unwrap_or_default(),
             session_id: sid,
+        })
+        .collect()
+}
+
+/// An episode's agent steps as trajectory turns: the conversation before each action as its
+/// prompt, the action as the response, what the environment answered as the next state, the
+/// exact tokens of the step, and the episode's outcome as every step's reward (a failed
+/// episode's steps are not trainable).
+pub fn episode_turns(e: &EpisodeEntry) -> Vec<TurnRecord> {
+    let tools = (!e.tools_json.is_empty())
+        .then(|| serde_json::from_str::<Value>(&e.tools_json).ok())
+        .flatten();
+    let mut turns = Vec::with_capacity(e.action_at.len());
+    for (i, &at) in e.action_at.iter().enumerate() {
+        let at = at as usize;
+        let Some(action) = e.conversation.get(at) else {
+            break;
+        };
+        let end = e
+            .action_at
+            .get(i + 1)
+            .map_or(e.conversation.len(), |&n| n as usize);
+        let observed = &e.conversation[(at + 1).min(end)..end];
+        let next_state = (!observed.is_empty()).then(|| {
+            let content: Vec<&str> = observed.iter().map(|m| m.content.as_str()).collect();
+            json!({"role": observed[0].role.as_str(), "content": content.join("\n")})
+        });
+        let step = e.steps.get(i);
+        turns.push(TurnRecord {
+            turn_type: "main".into(),
+            turn_index: Some(i as u32),
+            prompt: Value::Array(e.conversation[..at].iter().map(to_json).collect()),
+            tools: tools.clone(),
+            response: to_json(action),
+            next_state,
+            trainable: e.reward.is_some() && step.is_some(),
+            reward: e.reward,
+            prompt_ids: step.map(|g| g.prompt_ids.to_vec()),
+            response_ids: step.map(|g| g.response_ids.to_vec()),
+            response_logprobs: step.map(|g| g.logprobs.to_vec()),
+            weight_version: step.map(|g| g.weight_version),
+        });
+    }
+    turns
+}
+
+/// Every recorded episode with the samples made from its steps (loss masks, advantages), as
+/// JSON objects in buffer order: `buffer export --episodes`.
+pub fn episodes(records: &[Envelope]) -> Vec<Value> {
+    let mut samples: HashMap<String, Vec<Value>> = HashMap::new();
+    for env in records {
+        if let Record::Sample { sample } = &env.record {
+            samples
+                .entry(sample.session_id.to_string())
+                .or_default()
+                .push(json!({
+                    "seq": env.seq,
+                    "step": sample.turn_index,
+                    "group_id": sample.group_id,
+                    "reward": sample.reward,
+                    "advantages": sample.advantages.as_ref().map(|a| a.to_vec()).into_option(),
+                    "loss_mask": sample.loss_mask.as_slice(),
+                    "prompt_tokens": sample.prompt_ids.len(),
+                    "response_ids": sample.response_ids.as_slice(),
+                    "rollout_logprobs": sample.rollout_logprobs.as_slice(),
+                    "weight_version": sample.weight_version,
+                }));
+        }
+    }
+    records
+        .iter()
+        .filter_map(|env| match &env.record {
+            Record::Episode { episode } => {
+                let mut v = serde_json::to_value(&**episode).unwrap_or_default();
+                v["seq"] = json!(env.seq);
+                v["samples"] =
+                    Value::Array(samples.remove(&episode.episode_id).unwrap_or_default());
+                Some(v)
+            }
+            _ => None,
         })
         .collect()
 }

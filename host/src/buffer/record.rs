@@ -1,7 +1,8 @@
 //! What the buffer records: turns with their exact tokens, the next states that arrive later,
 //! judgements, training samples and session ends.
 
-use openclaw_plugin_api::{NextState, Score, TrainingSample, Turn};
+use openclaw_plugin_api::host::Generation;
+use openclaw_plugin_api::{Message, NextState, Score, Task, TrainingSample, Turn};
 use serde::{Deserialize, Serialize};
 
 /// One durable record.
@@ -43,6 +44,65 @@ pub enum Record {
         /// The sample.
         sample: Box<TrainingSample>,
     },
+    /// A finished environment episode, recorded before its group's samples are made.
+    Episode {
+        /// The episode.
+        episode: Box<EpisodeEntry>,
+    },
+}
+
+/// An environment episode as the buffer keeps it: enough to make its step samples again after
+/// a restart (exact tokens of every step) and to show it (the whole conversation).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EpisodeEntry {
+    /// `ep-<group>-<sample>`, unique in the buffer; the session id of its step samples.
+    pub episode_id: String,
+    /// The environment plugin's name.
+    pub env: String,
+    /// The group: the run-wide number of its (task, attempt) group, counted from 0.
+    pub group: u64,
+    /// Episodes in the group.
+    pub group_size: u32,
+    /// Which of its group it is.
+    pub sample: u32,
+    /// The task.
+    pub task: Task,
+    /// The conversation: the first observation, each action and what it brought.
+    pub conversation: Vec<Message>,
+    /// Where each agent step's action is in `conversation`.
+    pub action_at: Vec<u32>,
+    /// The tools offered at the first step (an OpenAI `tools` JSON array; empty for none).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tools_json: String,
+    /// Each agent step's generation: the exact prompt tokens, sampled tokens, their
+    /// log-probabilities and the weight version.
+    pub steps: Vec<Generation>,
+    /// The environment's reward of each step.
+    pub step_rewards: Vec<f32>,
+    /// Steps answered with tool results.
+    pub tool_steps: u32,
+    /// How the loop ended: `done`, `truncated`, `max_steps`, `context_full` or `failed`.
+    pub ending: String,
+    /// Why it failed, when it did.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub failure: String,
+    /// The reward its steps train on (`None` when the episode failed: it is not trained): the
+    /// environment's outcome, plus `prm_step_coef` times the mean step score when steps are
+    /// judged.
+    pub reward: Option<f32>,
+    /// The judge's score of each step (empty when steps are not judged; a step whose judging
+    /// failed is left out).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub step_scores: Vec<f32>,
+    /// The environment's outcome reward, when step scores were added to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<f32>,
+    /// Whether the environment calls it solved, when it says.
+    pub solved: Option<bool>,
+    /// Whether the reward came from `evaluate` (else the sum of the step rewards).
+    pub evaluated: bool,
+    /// The environment's evaluation details, as JSON text.
+    pub details_json: String,
 }
 
 impl Record {
@@ -54,6 +114,7 @@ impl Record {
             Record::SessionClosed { .. } => "session_closed",
             Record::Judgement { .. } => "judgement",
             Record::Sample { .. } => "sample",
+            Record::Episode { .. } => "episode",
         }
     }
 }

@@ -3,7 +3,6 @@
 //! tokens as JSON Lines.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,47 +10,30 @@ use anyhow::{anyhow, bail, Context, Result};
 use burn::prelude::Backend;
 use openclaw_engine::Model;
 use openclaw_plugin_api::host::PolicyService;
-use openclaw_plugin_api::{HostServices, SamplingParams};
+use openclaw_plugin_api::SamplingParams;
 use serde_json::json;
 
 use super::eval_cmd::EvalFlags;
 use crate::backend::{OnBackend, Placement};
 use crate::episodes::batch::{run_batch, BatchOptions, BatchSummary, EpisodeRecord};
 use crate::episodes::policy_agent::PolicyAgentOptions;
+use crate::episodes::setup::{open_env, EnvFiles};
 use crate::episodes::{Ending, EpisodeOptions, TimedEnv};
 use crate::metrics::Metrics;
-use crate::plugin::instance::TracingLog;
-use crate::plugin::{EnvHandle, LoadedPlugin};
 use crate::policy::{scheduler_options, LoadOptions, ModelFiles, PolicyEngine};
-
-/// A crate directory, a library, or a name under `envs/`.
-fn env_location(spec: &str) -> Result<PathBuf> {
-    let p = PathBuf::from(spec);
-    if p.exists() {
-        return Ok(p);
-    }
-    let named = Path::new("envs").join(spec);
-    if !spec.contains('/') && named.join("plugin.toml").is_file() {
-        return Ok(named);
-    }
-    bail!("environment `{spec}`: no such crate directory or library, and no envs/{spec}/plugin.toml here")
-}
 
 /// Runs `eval --env`.
 pub fn run(flags: &EvalFlags, env_spec: &str) -> Result<i32> {
     if flags.parallel_envs == 0 || flags.max_episode_steps == 0 || flags.samples_per_prompt == 0 {
         bail!("--parallel-envs, --max-episode-steps and --samples-per-prompt must be at least 1");
     }
-    let plugin = LoadedPlugin::open(&env_location(env_spec)?)?;
-    let config = match &flags.env_config {
-        Some(p) => std::fs::read_to_string(p)
-            .with_context(|| format!("reading --env-config {}", p.display()))?,
-        None => plugin.manifest.default_config.to_string(),
-    };
-    let host = HostServices::builder()
-        .log(TracingLog::new(plugin.name()))
-        .build();
-    let env = TimedEnv::new(EnvHandle::new(&plugin, &config, host)?);
+    let env = open_env(
+        env_spec,
+        &EnvFiles {
+            config: flags.env_config.clone(),
+            tools: flags.tools_config.clone(),
+        },
+    )?;
     let call = Duration::from_secs(flags.env_call_timeout.max(1));
     let mut tasks = env.tasks(&flags.split, call)?;
     if tasks.is_empty() {
@@ -91,11 +73,13 @@ pub fn run(flags: &EvalFlags, env_spec: &str) -> Result<i32> {
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} episodes {msg} ({eta})")
             .expect("a valid template"),
     );
+    let env_name = env.plugin().to_string();
+    let per_task = opts.per_task;
     let on_done = |r: &EpisodeRecord| {
         progress.inc(1);
         if let Some(out) = &out {
             let mut w = out.lock().expect("writer");
-            let _ = writeln!(w, "{}", episode_json(r));
+            let _ = writeln!(w, "{}", episode_json(&env_name, per_task, r));
         }
     };
     struct On<'a> {
@@ -164,11 +148,12 @@ pub fn run(flags: &EvalFlags, env_spec: &str) -> Result<i32> {
             flags.parallel_envs
         );
         println!(
-            "solve rate {:.3}  mean reward {:+.3}  tool-call rate {:.3}  steps/episode {:.2}  \
-             failed {}  {:.1} episodes/min",
+            "solve rate {:.3}  mean reward {:+.3}  tool-call rate {:.3}  answered {:.3}  \
+             steps/episode {:.2}  failed {}  {:.1} episodes/min",
             summary.solve_rate,
             summary.mean_reward,
             summary.tool_call_rate,
+            summary.answer_rate,
             summary.mean_steps,
             summary.failed,
             summary.episodes_per_minute
@@ -178,43 +163,15 @@ pub fn run(flags: &EvalFlags, env_spec: &str) -> Result<i32> {
             .filter(|r| matches!(r.episode.ending, Ending::Failed(_)))
         {
             if let Ending::Failed(why) = &r.episode.ending {
-                println!("failed: {} #{}: {why}", r.episode.task_id, r.sample);
+                println!("failed: {} #{}: {why}", r.episode.task_id, r.job.sample);
             }
         }
     }
     Ok(0)
 }
 
-/// One episode as a JSON line: its ending, outcome, conversation, and each step's tokens.
-fn episode_json(r: &EpisodeRecord) -> String {
-    let ep = &r.episode;
-    let (ending, reason) = match &ep.ending {
-        Ending::Done => ("done", None),
-        Ending::Truncated => ("truncated", None),
-        Ending::MaxSteps => ("max_steps", None),
-        Ending::ContextFull => ("context_full", None),
-        Ending::Failed(why) => ("failed", Some(why.as_str())),
-    };
-    json!({
-        "task_id": ep.task_id,
-        "sample": r.sample,
-        "ending": ending,
-        "failure": reason,
-        "outcome": ep.outcome.as_ref().map(|o| json!({
-            "reward": o.reward,
-            "solved": o.solved,
-            "evaluated": o.evaluated,
-            "details": serde_json::from_str::<serde_json::Value>(&o.details_json).unwrap_or_default(),
-        })),
-        "step_rewards": ep.step_rewards,
-        "conversation": ep.conversation,
-        "steps": r.steps.iter().map(|g| json!({
-            "prompt_ids": g.prompt_ids.as_slice(),
-            "response_ids": g.response_ids.as_slice(),
-            "logprobs": g.logprobs.as_slice(),
-            "finish_reason": g.finish_reason.as_str(),
-            "weight_version": g.weight_version,
-        })).collect::<Vec<_>>(),
-    })
-    .to_string()
+/// One episode as a JSON line: the buffer's episode record (task, conversation, each step's
+/// exact tokens, ending, outcome).
+fn episode_json(env: &str, per_task: usize, r: &EpisodeRecord) -> String {
+    serde_json::to_string(&r.entry(env, per_task as u32)).unwrap_or_default()
 }

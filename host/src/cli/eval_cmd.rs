@@ -49,6 +49,10 @@ pub struct EvalFlags {
     /// The environment's configuration, a TOML file (default: the environment's own).
     #[arg(long, env = "ENV_CONFIG")]
     pub env_config: Option<PathBuf>,
+    /// The tools and their limits: a TOML file of `[tools.<name>]` tables added to the
+    /// environment's configuration.
+    #[arg(long, env = "TOOLS_CONFIG")]
+    pub tools_config: Option<PathBuf>,
     /// Episodes running at once.
     #[arg(long, env = "PARALLEL_ENVS", default_value_t = 4)]
     pub parallel_envs: usize,

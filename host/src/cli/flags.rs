@@ -48,10 +48,13 @@ impl Args for RunFlags {
                     .help("set any setting: a run key, method.KEY or plugins.NAME.KEY"),
             );
         for k in KEYS {
+            // A later spelling wins (launch scripts put their defaults first and the user's
+            // flags after them).
             let mut arg = Arg::new(k.key)
                 .long(k.flag)
                 .help(k.help)
-                .help_heading("Run settings");
+                .help_heading("Run settings")
+                .overrides_with(k.key);
             for a in k.aliases {
                 arg = arg.alias(*a);
             }
@@ -103,5 +106,34 @@ impl FromArgMatches for RunFlags {
     fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
         *self = Self::from_arg_matches(m)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_setting_given_twice_takes_the_later_value() {
+        let cmd = RunFlags::augment_args(Command::new("run"));
+        let m = cmd
+            .try_get_matches_from([
+                "run",
+                "--lr",
+                "1e-3",
+                "--rollout-batch-size",
+                "8",
+                "--lr",
+                "2e-3",
+            ])
+            .unwrap();
+        let flags = RunFlags::from_arg_matches(&m).unwrap();
+        let lr: Vec<&str> = flags
+            .values
+            .iter()
+            .filter(|(k, _, _)| k == "lr")
+            .map(|(_, v, _)| v.as_str())
+            .collect();
+        assert_eq!(lr, ["2e-3"]);
     }
 }

@@ -216,6 +216,10 @@ pub enum BufferCommand {
         /// The output file (default: standard output).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Write the environment episodes instead, each with its task, conversation, exact
+        /// tokens per step, outcome, and the samples made from it (loss masks, advantages).
+        #[arg(long)]
+        episodes: bool,
     },
 }
 

@@ -6,7 +6,8 @@
 use super::flags::RunFlags;
 use crate::backend::{OnBackend, Placement};
 use crate::config::{RunConfig, Source};
-use crate::pipeline::{Pipeline, StepEvent};
+use crate::episodes::batch::BatchSummary;
+use crate::pipeline::{EpisodeWindow, Pipeline, StepEvent};
 use crate::plugin::RunPlugins;
 use crate::simulate::{Scoreboard, SimUsers, SimUsersOptions};
 use anyhow::{Context, Result};
@@ -32,6 +33,9 @@ const BUILTIN_SETTINGS: [(&str, &str); 6] = [
 
 /// Answers in the rolling window the step lines report.
 const WINDOW: usize = 48;
+
+/// Episodes in the rolling window the step lines of `run --env` report.
+const EPISODE_WINDOW: usize = 64;
 
 fn is_default(run: &RunPlugins, key: &str) -> bool {
     run.resolved
@@ -74,8 +78,34 @@ struct ScoreLine {
     train_s: f64,
     loss: f64,
     sample_seqs: Vec<u64>,
-    #[serde(flatten)]
-    window: crate::simulate::WindowStats,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    window: Option<crate::simulate::WindowStats>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    episodes: Option<EpisodeWindow>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    eval: Option<EvalLine>,
+}
+
+/// A held-out evaluation of `run --env`, in `score.log`.
+#[derive(serde::Serialize, Clone, Debug)]
+struct EvalLine {
+    eval_solve_rate: f64,
+    eval_tool_call_rate: f64,
+    eval_mean_reward: f64,
+    eval_answer_rate: f64,
+    eval_episodes: usize,
+}
+
+impl From<&BatchSummary> for EvalLine {
+    fn from(s: &BatchSummary) -> Self {
+        EvalLine {
+            eval_solve_rate: s.solve_rate,
+            eval_tool_call_rate: s.tool_call_rate,
+            eval_mean_reward: s.mean_reward,
+            eval_answer_rate: s.answer_rate,
+            eval_episodes: s.episodes,
+        }
+    }
 }
 
 /// The built-in default model's directory, built on first use.
@@ -87,6 +117,15 @@ pub fn builtin_model() -> Result<PathBuf> {
 pub fn run(flags: &RunFlags) -> Result<i32> {
     let plugins = RunPlugins::load(|| flags.inputs())?;
     let mut cfg = plugins.resolved.config.clone();
+    if cfg.model_path.is_empty() && !cfg.env.is_empty() {
+        // The built-in model is a chat model for the simulated users' world: it knows no tool,
+        // and the tool-call environment's first message does not fit its 512-token context.
+        anyhow::bail!(
+            "--env needs a model: give MODEL_PATH (--model-path), a Hugging Face directory, a \
+             checkpoint or a GGUF file (the built-in default model is made for the simulated \
+             users' world, not for environments)"
+        );
+    }
     if cfg.model_path.is_empty() {
         let dir = builtin_model()?;
         cfg.model_path = dir.display().to_string();
@@ -123,7 +162,7 @@ impl OnBackend for RunOn<'_> {
         Model<B>: Send + Sync,
     {
         let cfg = self.cfg;
-        let pipeline = Pipeline::<B>::four_loops(&cfg, self.plugins, &placement)?;
+        let mut pipeline = Pipeline::<B>::four_loops(&cfg, self.plugins, &placement)?;
         if let Some(r) = &pipeline.resumed {
             eprintln!(
                 "resumed from {} (step {}, weight version {}, samples through #{} consumed)",
@@ -136,10 +175,25 @@ impl OnBackend for RunOn<'_> {
         let plan = pipeline.replay;
         if plan.any() {
             eprintln!(
-                "buffer replay: {} samples to train, {} judged turns to sample, {} turns to judge ({} samples already trained)",
-                plan.to_train, plan.to_sample, plan.to_judge, plan.already_trained
+                "buffer replay: {} samples to train, {} judged turns to sample, {} turns to judge, {} unfinished episode groups ({} samples already trained)",
+                plan.to_train, plan.to_sample, plan.to_judge, plan.unfinished_groups, plan.already_trained
             );
         }
+        let env_run = pipeline.env.take().map(Arc::new);
+        let plugin_failure = pipeline.plugin_failure.take();
+        let evaluates = env_run.as_ref().is_some_and(|e| !e.eval_tasks.is_empty());
+        let eval_every = cfg.env_eval_interval;
+        // Where the run starts, before any training step (a resumed run: its checkpoint).
+        let first_eval = if evaluates {
+            let e = env_run.as_ref().expect("evaluates").evaluate();
+            eprintln!(
+                "held-out episodes before training: solve rate {:.2}, tool calls per step {:.2}, mean reward {:.2} ({} tasks)",
+                e.solve_rate, e.tool_call_rate, e.mean_reward, e.episodes
+            );
+            Some(EvalLine::from(&e))
+        } else {
+            None
+        };
 
         let board = Arc::new(Scoreboard::default());
         let started = Instant::now();
@@ -150,9 +204,18 @@ impl OnBackend for RunOn<'_> {
             .append(true)
             .open(&score_path)
             .with_context(|| format!("cannot open {}", score_path.display()))?;
+        if let Some(e) = &first_eval {
+            // The curve's starting point.
+            let start = serde_json::json!({"step": 0, "weight_version": 0, "elapsed_s": 0.0, "eval_solve_rate": e.eval_solve_rate, "eval_tool_call_rate": e.eval_tool_call_rate, "eval_mean_reward": e.eval_mean_reward, "eval_answer_rate": e.eval_answer_rate, "eval_episodes": e.eval_episodes});
+            let _ = writeln!(score_log, "{start}");
+        }
         let simulated = cfg.simulate_users > 0;
         let step_board = board.clone();
+        let step_env = env_run.clone();
         let mut train_s = 0.0;
+        let last_eval = Arc::new(std::sync::Mutex::new(first_eval.clone()));
+        let step_last_eval = last_eval.clone();
+        let final_step = pipeline.last_step;
         let on_step = move |ev: &StepEvent| {
             train_s += ev.report.step_time_s;
             let r = &ev.report;
@@ -170,13 +233,37 @@ impl OnBackend for RunOn<'_> {
                 },
                 r.step_time_s
             );
-            let window = step_board.recent(WINDOW);
-            if simulated {
+            let window = simulated.then(|| step_board.recent(WINDOW));
+            if let Some(window) = &window {
                 line += &format!(
                     "  | first answers (last {}): preferred {:.2}  on-topic {:.2}  distinct {:.2}",
                     window.n, window.preferred, window.on_topic, window.distinct
                 );
             }
+            let episodes = step_env.as_ref().map(|e| e.stats.recent(EPISODE_WINDOW));
+            if let Some(w) = &episodes {
+                line += &format!(
+                    "  | episodes (last {}): solved {:.2}  reward {:+.2}  tool calls/step {:.2}  answered {:.2}  steps {:.1}",
+                    w.episodes, w.solve_rate, w.mean_reward, w.tool_call_rate, w.answer_rate, w.mean_steps
+                );
+            }
+            let eval = match &step_env {
+                Some(e)
+                    if evaluates
+                        && eval_every > 0
+                        && (r.step % eval_every == 0 || Some(r.step) == final_step) =>
+                {
+                    let s = e.evaluate();
+                    line += &format!(
+                        "  | held-out: solved {:.2}  tool calls/step {:.2}",
+                        s.solve_rate, s.tool_call_rate
+                    );
+                    let line = EvalLine::from(&s);
+                    *step_last_eval.lock().expect("eval lock") = Some(line.clone());
+                    Some(line)
+                }
+                _ => None,
+            };
             eprintln!("{line}");
             let score = ScoreLine {
                 step: r.step,
@@ -186,6 +273,8 @@ impl OnBackend for RunOn<'_> {
                 loss: r.loss,
                 sample_seqs: ev.sample_seqs.clone(),
                 window,
+                episodes,
+                eval,
             };
             if let Ok(mut l) = serde_json::to_string(&score) {
                 l.push('\n');
@@ -213,7 +302,14 @@ impl OnBackend for RunOn<'_> {
         if let Some(s) = sim {
             s.stop();
         }
-        let Some(trained) = handle.shutdown()? else {
+        let trained = handle.shutdown()?;
+        if let Some(why) = env_run.as_ref().and_then(|e| e.stats.fatal()) {
+            anyhow::bail!("the run stopped: {why}");
+        }
+        if let Some(why) = plugin_failure.as_ref().and_then(|f| f.get()) {
+            anyhow::bail!("the run stopped: {why}");
+        }
+        let Some(trained) = trained else {
             return Ok(0);
         };
         eprintln!(
@@ -225,7 +321,59 @@ impl OnBackend for RunOn<'_> {
         if simulated {
             report_learning(&cfg, &score_path, &board);
         }
+        if let Some(e) = &env_run {
+            let last = last_eval.lock().expect("eval lock").clone();
+            report_episodes(&cfg, &score_path, e, first_eval.as_ref(), last.as_ref());
+        }
         Ok(0)
+    }
+}
+
+/// The learning curve PNG and the summary lines of `run --env`.
+fn report_episodes(
+    cfg: &RunConfig,
+    score_path: &Path,
+    env: &crate::pipeline::EnvRun,
+    first: Option<&EvalLine>,
+    last: Option<&EvalLine>,
+) {
+    let png = Path::new(&cfg.log_dir).join("learning_curve.png");
+    let mut metrics = vec![
+        "solve_rate",
+        "tool_call_rate",
+        "answer_rate",
+        "mean_reward",
+        "loss",
+    ];
+    if first.is_some() {
+        metrics.splice(
+            0..0,
+            ["eval_solve_rate", "eval_tool_call_rate", "eval_answer_rate"],
+        );
+    }
+    let metrics: Vec<String> = metrics.into_iter().map(String::from).collect();
+    match crate::report::learning_curves(
+        std::slice::from_ref(&score_path.to_path_buf()),
+        &metrics,
+        "step",
+    )
+    .and_then(|c| {
+        let size = crate::report::grid_size(c.charts.len(), crate::report::PANEL_SIZE);
+        crate::report::draw_png(&c.charts, &png, size)
+    }) {
+        Ok(()) => eprintln!("learning curve: {}", png.display()),
+        Err(e) => eprintln!("warning: cannot draw the learning curve: {e:#}"),
+    }
+    let w = env.stats.recent(EPISODE_WINDOW);
+    eprintln!(
+        "training episodes (last {}): solved {:.2}, tool calls per step {:.2}, failed {:.2}",
+        w.episodes, w.solve_rate, w.tool_call_rate, w.failed
+    );
+    if let (Some(a), Some(b)) = (first, last) {
+        eprintln!(
+            "held-out solve rate: {:.2} before training, {:.2} at the last evaluation (tool calls per step {:.2} -> {:.2})",
+            a.eval_solve_rate, b.eval_solve_rate, a.eval_tool_call_rate, b.eval_tool_call_rate
+        );
     }
 }
 

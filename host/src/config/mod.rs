@@ -68,6 +68,16 @@ pub struct RunConfig {
     pub update_weights_interval: u32,
     pub max_steps: u64,
     pub simulate_users: u32,
+    pub env: String,
+    pub env_config: String,
+    pub tools_config: String,
+    pub env_split: String,
+    pub parallel_envs: u32,
+    pub max_episode_steps: u32,
+    pub env_call_timeout: u64,
+    pub prm_step_coef: f64,
+    pub env_eval_interval: u64,
+    pub env_eval_tasks: u32,
     pub max_tokens_per_batch: u32,
     pub lr: f64,
     pub lr_schedule: String,
@@ -120,18 +130,6 @@ fn gpus(var: &str, spec: &str) -> Option<String> {
 /// Keys that parse but that nothing honours yet: refused when set, never silently ignored.
 /// Each is `(key, what a non-default value is refused with)`.
 pub const NOT_YET: &[(&str, &str)] = &[
-    (
-        "rollout_function_path",
-        "rollout plugins are loaded but not yet called by `run` or `train` (the episode runtime will call them); `plugins test` checks one",
-    ),
-    (
-        "custom_generate_function_path",
-        "generate plugins are loaded but not yet called by `run` or `train` (the episode runtime will call them); `plugins test` checks one",
-    ),
-    (
-        "num_rollouts_per_prompt",
-        "groups of rollouts per prompt exist only for environment episodes, which this build does not run yet; live sessions give one sample per turn (set it to 1)",
-    ),
     (
         "offload_optimizer_state",
         "moving optimizer moments out of the training device's memory is not built yet (they stay beside the weights)",
@@ -201,11 +199,70 @@ const RULES: &[Rule] = &[
         (c.rollout_batch_size == 0).then(|| "must be at least 1".into())
     }),
     ("num_rollouts_per_prompt", |c| {
-        match c.num_rollouts_per_prompt {
-            0 => Some("must be at least 1".into()),
-            1 => None,
-            _ => not_yet("num_rollouts_per_prompt"),
+        let groups = !c.env.is_empty() || !c.custom_generate_function_path.is_empty();
+        match (c.num_rollouts_per_prompt, groups) {
+            (0 | 1, false) | (0, true) => None,
+            (_, false) => Some(
+                "groups of rollouts per prompt are for environment episodes (--env / ENV_TYPE) \
+                 and generate plugins; a live session gives one answer per turn (set it to 1)"
+                    .into(),
+            ),
+            (1, true) => Some(
+                "must be at least 2 with --env or a generate plugin: GRPO's advantage is an episode's reward against \
+                 its group's mean, which a group of one does not have (8 is common)"
+                    .into(),
+            ),
+            _ => None,
         }
+    }),
+    ("rollout_function_path", |c| {
+        let other = if !c.env.is_empty() {
+            "--env"
+        } else if !c.custom_generate_function_path.is_empty() {
+            "--custom-generate-function-path"
+        } else {
+            return None;
+        };
+        (!c.rollout_function_path.is_empty()).then(|| {
+            format!(
+                "a rollout plugin makes the run's batches itself, and {other} makes them too: choose one"
+            )
+        })
+    }),
+    ("custom_generate_function_path", |c| {
+        if c.custom_generate_function_path.is_empty() {
+            return None;
+        }
+        if !c.env.is_empty() {
+            return Some(
+                "a generate plugin makes trajectories for the prompts of --data-path; with --env the \
+                 environment's episode loop does: choose one"
+                    .into(),
+            );
+        }
+        c.data_path
+            .is_empty()
+            .then(|| "needs --data-path: the prompts (a task file, JSONL) it generates for".into())
+    }),
+    ("parallel_envs", |c| {
+        (c.parallel_envs == 0).then(|| "must be at least 1".into())
+    }),
+    ("max_episode_steps", |c| {
+        (c.max_episode_steps == 0).then(|| "must be at least 1".into())
+    }),
+    ("env_call_timeout", |c| {
+        (c.env_call_timeout == 0).then(|| "must be at least 1 second".into())
+    }),
+    ("prm_step_coef", |c| {
+        non_negative(c.prm_step_coef).or_else(|| {
+            (c.prm_step_coef > 0.0 && c.env.is_empty()).then(|| {
+                "step scores are for environment episodes (--env); a live turn is judged once"
+                    .into()
+            })
+        })
+    }),
+    ("env_eval_tasks", |c| {
+        (c.env_eval_tasks == 0).then(|| "must be at least 1".into())
     }),
     ("update_weights_interval", |c| {
         (c.update_weights_interval == 0).then(|| "must be at least 1".into())
@@ -262,7 +319,19 @@ const RULES: &[Rule] = &[
     }),
 ];
 
+/// Episodes per task of `run --env` when `num_rollouts_per_prompt` is left at 0.
+pub const DEFAULT_GROUP_SIZE: u32 = 8;
+
 impl RunConfig {
+    /// Episodes per task in a group: `num_rollouts_per_prompt`, or [`DEFAULT_GROUP_SIZE`] when
+    /// it is 0.
+    pub fn group_size(&self) -> u32 {
+        match self.num_rollouts_per_prompt {
+            0 => DEFAULT_GROUP_SIZE,
+            n => n,
+        }
+    }
+
     /// Every setting at its default: no file, environment or flags.
     pub fn defaults() -> RunConfig {
         let none = ConfigInputs {
@@ -376,17 +445,22 @@ mod tests {
             assert!(e.contains(&var) && e.contains("not a GPU ordinal"), "{e}");
             resolve_with(key, "cpu").unwrap();
         }
-        for (key, bad) in [
-            ("num_rollouts_per_prompt", "4"),
-            ("offload_optimizer_state", "true"),
-        ] {
-            let e = resolve_with(key, bad).err().unwrap().to_string();
-            assert!(
-                e.contains(&format!("`{key}`")) && e.contains("not supported yet"),
-                "{e}"
-            );
-        }
+        let e = resolve_with("offload_optimizer_state", "true")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            e.contains("`offload_optimizer_state`") && e.contains("not supported yet"),
+            "{e}"
+        );
         resolve_with("num_rollouts_per_prompt", "1").unwrap();
+        assert_eq!(RunConfig::defaults().group_size(), DEFAULT_GROUP_SIZE);
+        // Groups are for environment episodes, and there they need two members at least.
+        let e = resolve_with("num_rollouts_per_prompt", "4")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("--env") && e.contains("set it to 1"), "{e}");
         let e = resolve_with("backend", "vllm").err().unwrap().to_string();
         assert!(e.contains("not available in this build"), "{e}");
         // Every NOT_YET key is a real key.

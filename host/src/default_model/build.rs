@@ -104,8 +104,13 @@ pub fn build(recipe: &Recipe, out: &Path, show_progress: bool) -> Result<BuildRe
     for c in &convs {
         let key = (c[0].text(), c.last().map(|m| m.text()).unwrap_or_default());
         if !seen.contains_key(&key) {
-            let ex =
-                tokenize_conversation(c, &template, &tokenizer, recipe.max_position_embeddings)?;
+            let ex = tokenize_conversation(
+                c,
+                None,
+                &template,
+                &tokenizer,
+                recipe.max_position_embeddings,
+            )?;
             seen.insert(key.clone(), ex);
         }
         examples.extend(seen[&key].iter().cloned());

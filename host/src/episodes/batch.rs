@@ -12,6 +12,7 @@ use serde::Serialize;
 
 use super::policy_agent::{PolicyAgent, PolicyAgentOptions};
 use super::{Ending, Episode, EpisodeOptions, TimedEnv};
+use crate::buffer::record::EpisodeEntry;
 
 /// Settings of [`run_batch`].
 #[derive(Clone, Debug)]
@@ -28,15 +29,64 @@ pub struct BatchOptions {
     pub seed: u64,
 }
 
+/// One episode to run: its task, its place in its group, and its seed (of the environment's
+/// reset and of the policy's sampling).
+#[derive(Clone, Debug)]
+pub struct Job {
+    /// The task.
+    pub task: Task,
+    /// The group it belongs to.
+    pub group: u64,
+    /// Which of its group it is.
+    pub sample: usize,
+    /// The seed.
+    pub seed: u64,
+}
+
 /// One episode with the policy's generations.
 #[derive(Clone, Debug)]
 pub struct EpisodeRecord {
-    /// Which of its task's group it is.
-    pub sample: usize,
+    /// What was run.
+    pub job: Job,
     /// The episode.
     pub episode: Episode,
     /// Each agent step's generation (exact prompt and sampled tokens).
     pub steps: Vec<Generation>,
+}
+
+impl EpisodeRecord {
+    /// The episode as the buffer records it, in a group of `group_size` of environment `env`.
+    pub fn entry(&self, env: &str, group_size: u32) -> EpisodeEntry {
+        let ep = &self.episode;
+        EpisodeEntry {
+            episode_id: format!("ep-{}-{}", self.job.group, self.job.sample),
+            env: env.to_string(),
+            group: self.job.group,
+            group_size,
+            sample: self.job.sample as u32,
+            task: self.job.task.clone(),
+            conversation: ep.conversation.clone(),
+            action_at: ep.action_at.iter().map(|&i| i as u32).collect(),
+            tools_json: ep.tools_json.clone(),
+            steps: self.steps.clone(),
+            step_rewards: ep.step_rewards.clone(),
+            tool_steps: ep.tool_steps,
+            ending: ep.ending.name().to_string(),
+            failure: match &ep.ending {
+                Ending::Failed(why) => why.clone(),
+                _ => String::new(),
+            },
+            reward: ep.outcome.as_ref().map(|o| o.reward),
+            step_scores: Vec::new(),
+            outcome: None,
+            solved: ep.outcome.as_ref().and_then(|o| o.solved),
+            evaluated: ep.outcome.as_ref().is_some_and(|o| o.evaluated),
+            details_json: ep
+                .outcome
+                .as_ref()
+                .map_or_else(|| "{}".to_string(), |o| o.details_json.clone()),
+        }
+    }
 }
 
 /// Shares and rates over a batch.
@@ -54,12 +104,77 @@ pub struct BatchSummary {
     pub tool_call_rate: f64,
     /// Mean agent steps per episode.
     pub mean_steps: f64,
+    /// Share of episodes with an answer in the expected format (the environment's details
+    /// name an `answer`, as the tool-call environment's do when it found a boxed one).
+    pub answer_rate: f64,
     /// Episodes finished per minute of wall-clock time.
     pub episodes_per_minute: f64,
 }
 
-/// Runs `per_task` episodes of every task, `parallel` at a time; `on_done` sees each episode as
-/// it ends (from the worker that ran it). Returns the records in (task, sample) order.
+/// Whether an episode's evaluation details name an answer (`"answer"` present and not null).
+pub fn answered(details_json: &str) -> bool {
+    serde_json::from_str::<serde_json::Value>(details_json)
+        .ok()
+        .and_then(|v| v.get("answer").cloned())
+        .is_some_and(|a| !a.is_null())
+}
+
+/// How [`run_jobs`] runs its episodes.
+#[derive(Clone, Debug)]
+pub struct JobOptions {
+    /// Episodes running at once (`PARALLEL_ENVS`).
+    pub parallel: usize,
+    /// Limits of each episode.
+    pub episode: EpisodeOptions,
+    /// How the policy is asked (the job's seed replaces the sampling seed).
+    pub agent: PolicyAgentOptions,
+}
+
+/// Runs the jobs `next` hands out, `parallel` at a time, until it hands out none; `on_done` gets
+/// each episode as it ends (on the worker that ran it). A panic in one episode (the policy, the
+/// agent) fails that episode alone.
+pub fn run_jobs(
+    env: &TimedEnv,
+    policy: Arc<dyn PolicyService>,
+    opts: &JobOptions,
+    next: &(dyn Fn() -> Option<Job> + Sync),
+    on_done: &(dyn Fn(EpisodeRecord) + Sync),
+) {
+    std::thread::scope(|s| {
+        for _ in 0..opts.parallel.max(1) {
+            s.spawn(|| {
+                while let Some(job) = next() {
+                    let mut agent_opts = opts.agent.clone();
+                    agent_opts.sampling.seed = Some(job.seed).into();
+                    let mut agent = PolicyAgent::new(Arc::clone(&policy), agent_opts);
+                    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        env.episode(&job.task, job.seed, &mut agent, &opts.episode)
+                    }));
+                    let episode = run.unwrap_or_else(|p| {
+                        let why = p
+                            .downcast_ref::<String>()
+                            .map(String::as_str)
+                            .or_else(|| p.downcast_ref::<&str>().copied())
+                            .unwrap_or("(no message)");
+                        Episode::new(
+                            &job.task.id,
+                            Ending::Failed(format!("the episode panicked: {why}")),
+                        )
+                    });
+                    on_done(EpisodeRecord {
+                        job,
+                        episode,
+                        steps: agent.steps,
+                    });
+                }
+            });
+        }
+    });
+}
+
+/// Runs `per_task` episodes of every task (task `i` is group `i`), `parallel` at a time;
+/// `on_done` sees each episode as it ends (from the worker that ran it). Returns the records in
+/// (task, sample) order.
 pub fn run_batch(
     env: &TimedEnv,
     tasks: &[Task],
@@ -68,46 +183,35 @@ pub fn run_batch(
     on_done: &(dyn Fn(&EpisodeRecord) + Sync),
 ) -> (Vec<EpisodeRecord>, BatchSummary) {
     let jobs = tasks.len() * opts.per_task;
-    let next = AtomicUsize::new(0);
+    let taken = AtomicUsize::new(0);
     let done: Mutex<Vec<(usize, EpisodeRecord)>> = Mutex::new(Vec::with_capacity(jobs));
     let started = Instant::now();
-    std::thread::scope(|s| {
-        for _ in 0..opts.parallel.clamp(1, jobs.max(1)) {
-            s.spawn(|| loop {
-                let job = next.fetch_add(1, Ordering::SeqCst);
-                if job >= jobs {
-                    break;
-                }
-                let (task, sample) = (&tasks[job / opts.per_task], job % opts.per_task);
-                let mut agent_opts = opts.agent.clone();
-                let seed = opts.seed.wrapping_add(job as u64);
-                agent_opts.sampling.seed = Some(seed).into();
-                let mut agent = PolicyAgent::new(Arc::clone(&policy), agent_opts);
-                // A panic (the policy, the agent) fails this episode, not the batch.
-                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    env.episode(task, seed, &mut agent, &opts.episode)
-                }));
-                let episode = run.unwrap_or_else(|p| {
-                    let why = p
-                        .downcast_ref::<String>()
-                        .map(String::as_str)
-                        .or_else(|| p.downcast_ref::<&str>().copied())
-                        .unwrap_or("(no message)");
-                    Episode::new(
-                        &task.id,
-                        Ending::Failed(format!("the episode panicked: {why}")),
-                    )
-                });
-                let record = EpisodeRecord {
-                    sample,
-                    episode,
-                    steps: agent.steps,
-                };
-                on_done(&record);
-                done.lock().expect("no worker panics").push((job, record));
-            });
-        }
-    });
+    let next = || {
+        let job = taken.fetch_add(1, Ordering::SeqCst);
+        (job < jobs).then(|| Job {
+            task: tasks[job / opts.per_task].clone(),
+            group: (job / opts.per_task) as u64,
+            sample: job % opts.per_task,
+            seed: opts.seed.wrapping_add(job as u64),
+        })
+    };
+    let per_task = opts.per_task;
+    let record = |r: EpisodeRecord| {
+        on_done(&r);
+        let job = r.job.group as usize * per_task + r.job.sample;
+        done.lock().expect("no worker panics").push((job, r));
+    };
+    run_jobs(
+        env,
+        policy,
+        &JobOptions {
+            parallel: opts.parallel.clamp(1, jobs.max(1)),
+            episode: opts.episode.clone(),
+            agent: opts.agent.clone(),
+        },
+        &next,
+        &record,
+    );
     let mut done = done.into_inner().expect("no worker panics");
     done.sort_by_key(|(job, _)| *job);
     let records: Vec<EpisodeRecord> = done.into_iter().map(|(_, r)| r).collect();
@@ -115,7 +219,8 @@ pub fn run_batch(
     (records, summary)
 }
 
-fn summarise(records: &[EpisodeRecord], seconds: f64) -> BatchSummary {
+/// The shares and rates of `records`, which took `seconds`.
+pub fn summarise(records: &[EpisodeRecord], seconds: f64) -> BatchSummary {
     let scored: Vec<_> = records
         .iter()
         .filter_map(|r| r.episode.outcome.as_ref())
@@ -140,6 +245,10 @@ fn summarise(records: &[EpisodeRecord], seconds: f64) -> BatchSummary {
         },
         tool_call_rate: share(tool_steps, steps),
         mean_steps: share(steps, records.len()),
+        answer_rate: share(
+            scored.iter().filter(|o| answered(&o.details_json)).count(),
+            records.len(),
+        ),
         episodes_per_minute: if seconds > 0.0 {
             records.len() as f64 * 60.0 / seconds
         } else {

@@ -16,6 +16,7 @@
 
 pub mod batch;
 pub mod policy_agent;
+pub mod setup;
 
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -82,6 +83,20 @@ pub enum Ending {
     Failed(String),
 }
 
+impl Ending {
+    /// Its name in records and summaries: `done`, `truncated`, `max_steps`, `context_full` or
+    /// `failed`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Ending::Done => "done",
+            Ending::Truncated => "truncated",
+            Ending::MaxSteps => "max_steps",
+            Ending::ContextFull => "context_full",
+            Ending::Failed(_) => "failed",
+        }
+    }
+}
+
 /// The episode's outcome score.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Outcome {
@@ -102,6 +117,10 @@ pub struct Episode {
     pub task_id: String,
     /// The whole conversation: the first observation, then each action and what it brought.
     pub conversation: Vec<Message>,
+    /// Where each agent step's action is in `conversation`.
+    pub action_at: Vec<usize>,
+    /// The tools offered at the first step (an OpenAI `tools` JSON array; empty for none).
+    pub tools_json: String,
     /// The reward of each step, in order.
     pub step_rewards: Vec<f32>,
     /// Steps the environment answered with tool results (the agent called a tool, in whatever
@@ -119,6 +138,8 @@ impl Episode {
         Episode {
             task_id: task_id.to_string(),
             conversation: Vec::new(),
+            action_at: Vec::new(),
+            tools_json: String::new(),
             step_rewards: Vec::new(),
             tool_steps: 0,
             ending,
@@ -195,11 +216,18 @@ impl TimedEnv {
         let mut ep = Episode::new(&task.id, Ending::MaxSteps);
         ep.conversation.extend(first.messages.iter().cloned());
         let mut tools = first.tools_json.to_string();
+        ep.tools_json = tools.clone();
         for _ in 0..opts.max_steps {
             let action = match agent.act(&ep.conversation, &tools) {
                 Ok(a) => a,
                 Err(e) if e.downcast_ref::<ContextFull>().is_some() => {
-                    ep.ending = Ending::ContextFull;
+                    // Cut off after steps, it is scored; a task that does not fit at all says
+                    // nothing of the agent.
+                    ep.ending = if ep.action_at.is_empty() {
+                        Ending::Failed(format!("the task does not fit: {e}"))
+                    } else {
+                        Ending::ContextFull
+                    };
                     break;
                 }
                 Err(e) => {
@@ -207,6 +235,7 @@ impl TimedEnv {
                     break;
                 }
             };
+            ep.action_at.push(ep.conversation.len());
             ep.conversation.push(action.message.clone());
             let out = match self.call("step", opts.call_timeout, move |e| e.step(id, &action)) {
                 Ok(o) => o,

@@ -68,7 +68,7 @@ mod tests {
             openclaw_chat::ChatMessage::new("user", "Describe the shark."),
             openclaw_chat::ChatMessage::new("assistant", "A shark lives in the sea."),
         ];
-        let examples = tokenize_conversation(&conv, &template, &tok, 256).unwrap();
+        let examples = tokenize_conversation(&conv, None, &template, &tok, 256).unwrap();
         for _ in 0..3 {
             trainer.sft_step(&examples).unwrap();
         }

@@ -25,6 +25,8 @@
 
 pub mod collect;
 pub mod dataset;
+pub mod env_episodes;
+pub mod plugin_samples;
 pub mod producer;
 pub mod replay;
 pub mod run;
@@ -54,9 +56,10 @@ pub(crate) fn test_turn(session: &str, i: u32) -> openclaw_plugin_api::Turn {
     }
 }
 pub use dataset::Dataset;
+pub use env_episodes::{EnvEpisodes, EnvRunOptions, EpisodeStats, EpisodeWindow};
 pub use producer::{Epochs, LiveSessions, Producer, Replayed, Sinks};
 pub use replay::{replay, ReplayPlan};
-pub use run::{Pipeline, PipelineHandle, ReplayCounts, Resumed};
+pub use run::{EnvRun, Pipeline, PipelineHandle, ReplayCounts, Resumed};
 pub use samples::SampleMaker;
 pub use serving::Serving;
 pub use train_loop::{ConsumedState, StepEvent, TrainLoop, TrainLoopOptions, TrainSummary};

@@ -4,8 +4,10 @@
 //! session had ended: the session table did not survive the restart).
 
 use super::train_loop::ConsumedState;
+use crate::buffer::record::EpisodeEntry;
 use crate::buffer::{Envelope, Record};
 use openclaw_plugin_api::{NextState, Score, TrainingSample, Turn, TurnType};
+use std::collections::BTreeMap;
 use std::collections::{HashMap, HashSet};
 
 /// The unfinished work found in the buffer.
@@ -20,9 +22,45 @@ pub struct ReplayPlan {
     pub to_judge: Vec<(u64, Turn, bool)>,
     /// Samples the checkpoint had consumed (skipped).
     pub already_trained: usize,
+    /// Environment episode groups left unfinished.
+    pub episodes: EpisodePlan,
+    /// The first group number no recorded generated trajectory (`gen-<group>-<k>`) uses.
+    pub next_generated_group: u64,
 }
 
-type Key = (String, u32);
+/// Environment episodes in the buffer: where group numbers go on, and the groups whose
+/// samples were not all written (a group short of episodes runs its missing ones; a whole
+/// group gets the samples it lacks).
+#[derive(Debug, Default)]
+pub struct EpisodePlan {
+    /// The first group number no recorded episode uses.
+    pub next_group: u64,
+    /// Unfinished groups, by group number.
+    pub groups: Vec<PendingGroup>,
+}
+
+/// A group of episodes whose samples were not all written.
+#[derive(Debug, Clone)]
+pub struct PendingGroup {
+    /// Its number.
+    pub group: u64,
+    /// Episodes it needs.
+    pub size: u32,
+    /// The episodes recorded, by sample index.
+    pub episodes: Vec<EpisodeEntry>,
+    /// The (episode, step) samples already recorded.
+    pub sampled: HashSet<Key>,
+}
+
+impl PendingGroup {
+    /// Whether every episode of the group was recorded.
+    pub fn complete(&self) -> bool {
+        self.episodes.len() >= self.size as usize
+    }
+}
+
+/// A (session or episode, turn or step) key.
+pub type Key = (String, u32);
 
 /// Plans the replay of `records` given what the checkpoint consumed.
 pub fn replay(records: &[Envelope], consumed: &ConsumedState) -> ReplayPlan {
@@ -31,6 +69,7 @@ pub fn replay(records: &[Envelope], consumed: &ConsumedState) -> ReplayPlan {
     let mut judged: HashMap<Key, Score> = HashMap::new();
     let mut sampled: HashSet<Key> = HashSet::new();
     let mut plan = ReplayPlan::default();
+    let mut groups: BTreeMap<u64, PendingGroup> = BTreeMap::new();
     for e in records {
         match &e.record {
             Record::Turn { turn } => {
@@ -53,6 +92,14 @@ pub fn replay(records: &[Envelope], consumed: &ConsumedState) -> ReplayPlan {
                 judged.insert((session_id.clone(), *turn_index), (**score).clone());
             }
             Record::Sample { sample } => {
+                if let Some(g) = sample
+                    .session_id
+                    .strip_prefix("gen-")
+                    .and_then(|r| r.split('-').next())
+                    .and_then(|g| g.parse::<u64>().ok())
+                {
+                    plan.next_generated_group = plan.next_generated_group.max(g + 1);
+                }
                 sampled.insert((sample.session_id.to_string(), sample.turn_index));
                 if e.seq > consumed.consumed_through {
                     plan.to_train.push((e.seq, (**sample).clone()));
@@ -60,7 +107,40 @@ pub fn replay(records: &[Envelope], consumed: &ConsumedState) -> ReplayPlan {
                     plan.already_trained += 1;
                 }
             }
+            Record::Episode { episode } => {
+                plan.episodes.next_group = plan.episodes.next_group.max(episode.group + 1);
+                let g = groups.entry(episode.group).or_insert_with(|| PendingGroup {
+                    group: episode.group,
+                    size: episode.group_size,
+                    episodes: Vec::new(),
+                    sampled: HashSet::new(),
+                });
+                if !g.episodes.iter().any(|x| x.sample == episode.sample) {
+                    g.episodes.push((**episode).clone());
+                }
+            }
             Record::SessionClosed { .. } => {}
+        }
+    }
+    for mut g in groups.into_values() {
+        let ids: HashSet<&str> = g.episodes.iter().map(|e| e.episode_id.as_str()).collect();
+        g.sampled = sampled
+            .iter()
+            .filter(|(sid, _)| ids.contains(sid.as_str()))
+            .cloned()
+            .collect();
+        g.episodes.sort_by_key(|e| e.sample);
+        let expected = crate::training::episodes::group_samples(
+            &g.episodes,
+            crate::training::episodes::EPISODE_GROUP_NORM,
+        );
+        let unfinished = !g.complete()
+            || expected.iter().any(|s| {
+                !g.sampled
+                    .contains(&(s.session_id.to_string(), s.turn_index))
+            });
+        if unfinished {
+            plan.episodes.groups.push(g);
         }
     }
     for (seq, mut turn) in turns {

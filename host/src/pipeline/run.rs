@@ -4,6 +4,8 @@
 //! scored trajectory file) are all this type; the command line only parses, reports and, for
 //! the built-in default, starts simulated users.
 
+use super::env_episodes::{EnvEpisodes, EnvRunOptions, EpisodeStats, StepJudge};
+use super::plugin_samples::{GeneratedGroups, PluginFailure, PluginRollouts};
 use super::producer::{Epochs, LiveSessions, Producer, Replayed, Sinks};
 use super::replay::replay;
 use super::samples::{QueuedSample, SampleMaker};
@@ -12,6 +14,10 @@ use super::train_loop::{ConsumedState, StepEvent, TrainLoop, TrainLoopOptions, T
 use super::{Collection, CollectionOptions};
 use crate::backend::Placement;
 use crate::config::RunConfig;
+use crate::episodes::batch::{run_batch, BatchOptions, BatchSummary, JobOptions};
+use crate::episodes::policy_agent::PolicyAgentOptions;
+use crate::episodes::setup::{open_env, read_tasks, run_tasks, EnvFiles};
+use crate::episodes::{EpisodeOptions, TimedEnv};
 use crate::judge::pool::{JudgePool, PoolOptions};
 use crate::metrics::Metrics;
 use crate::plugin::instance::TracingLog;
@@ -24,9 +30,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use burn::prelude::Backend;
 use openclaw_engine::Model;
 use openclaw_plugin_api::host::PolicyService;
-use openclaw_plugin_api::{HostServices, PluginKind, TrainingSample};
+use openclaw_plugin_api::{HostServices, PluginKind, SamplingParams, Task, TrainingSample};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::Arc;
@@ -57,12 +63,14 @@ pub struct ReplayCounts {
     pub to_judge: usize,
     /// Samples the checkpoint had trained already.
     pub already_trained: usize,
+    /// Groups of environment episodes left unfinished (`run --env`).
+    pub unfinished_groups: usize,
 }
 
 impl ReplayCounts {
     /// Whether anything is left to do.
     pub fn any(&self) -> bool {
-        self.to_train + self.to_sample + self.to_judge > 0
+        self.to_train + self.to_sample + self.to_judge + self.unfinished_groups > 0
     }
 }
 
@@ -89,6 +97,38 @@ pub struct Pipeline<B: Backend> {
     /// The step training stops at, when it is known before it starts (`--max-steps`, or the
     /// end of `train`'s data).
     pub last_step: Option<u64>,
+    /// The environment of `run --env`: its episode counts and held-out evaluation.
+    pub env: Option<EnvRun>,
+    /// Why a rollout or generate plugin stopped the run, once it has.
+    pub plugin_failure: Option<Arc<PluginFailure>>,
+}
+
+/// The environment side of `run --env`, for the command's step lines and evaluations.
+pub struct EnvRun {
+    /// The environment.
+    pub env: TimedEnv,
+    /// Counts over the finished training episodes.
+    pub stats: Arc<EpisodeStats>,
+    /// Tasks of the environment's `eval` split (empty: no evaluation).
+    pub eval_tasks: Vec<Task>,
+    /// The served policy.
+    pub policy: Arc<dyn PolicyService>,
+    /// How evaluations run (one greedy episode per task).
+    pub eval: BatchOptions,
+}
+
+impl EnvRun {
+    /// One greedy episode of every eval task with the policy's current weights.
+    pub fn evaluate(&self) -> BatchSummary {
+        run_batch(
+            &self.env,
+            &self.eval_tasks,
+            self.policy.clone(),
+            &self.eval,
+            &|_| {},
+        )
+        .1
+    }
 }
 
 /// The consumed state a checkpoint recorded (none before any checkpoint).
@@ -128,6 +168,8 @@ where
             resumed: None,
             replay: ReplayCounts::default(),
             last_step: None,
+            env: None,
+            plugin_failure: None,
         })
     }
 
@@ -146,6 +188,15 @@ where
     ) -> Result<Self> {
         if samples.is_empty() {
             bail!("{}: no trainable samples", cfg.data_path);
+        }
+        for kind in [PluginKind::Rollout, PluginKind::Generate] {
+            if let Some(p) = plugins.plugin_for(kind) {
+                bail!(
+                    "plugin `{p}` provides kind `{kind}`, but `train` trains on a scored trajectory \
+                     file and has no policy to generate with; run it with `run` (which serves and \
+                     trains)"
+                );
+            }
         }
         let metrics = Arc::new(Metrics::new());
         let loss = plugins.loss(HostServices::standalone())?;
@@ -202,6 +253,8 @@ where
             resumed,
             replay: ReplayCounts::default(),
             last_step: Some(last_step),
+            env: None,
+            plugin_failure: None,
         })
     }
 
@@ -228,6 +281,45 @@ where
         let mut tc = train_config(cfg, cfg.max_steps.max(1))?;
         let inputs = plugins.loss_inputs()?;
         tc.use_reference = inputs.reference_logprobs;
+        if !cfg.env.is_empty() && inputs.teacher_logprobs {
+            bail!(
+                "--env trains on the outcome advantages of episodes, but the method's loss reads a \
+                 teacher's log-probabilities per turn (on-policy distillation), which episodes do not \
+                 have: use a method that learns from rewards (--plugin binary-rl)"
+            );
+        }
+        // The environment before anything heavy starts: a wrong name or configuration fails
+        // here.
+        let env = if cfg.env.is_empty() {
+            None
+        } else {
+            let path = |p: &str| (!p.is_empty()).then(|| PathBuf::from(p));
+            let env = open_env(
+                &cfg.env,
+                &EnvFiles {
+                    config: path(&cfg.env_config),
+                    tools: path(&cfg.tools_config),
+                },
+            )?;
+            let call = Duration::from_secs(cfg.env_call_timeout);
+            let tasks = run_tasks(&env, &cfg.data_path, &cfg.env_split, call)?;
+            let eval_tasks = if cfg.env_eval_interval > 0 {
+                let mut t = env.tasks("eval", call).with_context(|| {
+                    "--env-eval-interval evaluates the environment's `eval` split"
+                })?;
+                if t.is_empty() {
+                    bail!(
+                        "--env-eval-interval: environment `{}` has no tasks in its `eval` split",
+                        env.plugin()
+                    );
+                }
+                t.truncate(cfg.env_eval_tasks as usize);
+                t
+            } else {
+                Vec::new()
+            };
+            Some((env, tasks, eval_tasks))
+        };
         let save_dir = PathBuf::from(&cfg.save_dir);
         let mut resume = cfg.resume_from_checkpoint.clone();
         if resume.is_empty()
@@ -252,10 +344,17 @@ where
             None => (cfg.model_path.clone(), 0),
         };
 
-        // Serving, with the recorder feeding collection.
+        // Serving, with the recorder feeding collection. When samples are made elsewhere than
+        // from live turns (episodes, a rollout or generate plugin), live turns are served and
+        // recorded but not collected: they wait in the buffer for a run that trains on them
+        // (their samples, without advantages, could not share a batch with episodes' anyway).
         let (collect_tx, collect_rx) = sync_channel(4096);
+        let made = env.is_some()
+            || plugins.plugin_for(PluginKind::Rollout).is_some()
+            || plugins.plugin_for(PluginKind::Generate).is_some();
+        let collect_tx = (!made).then_some(collect_tx);
         let files = ModelFiles::<B>::load(&serve_path, &load_options(cfg), &placement.serve)?;
-        let serving = Serving::build(cfg, files, version, Some(collect_tx), metrics.clone())?;
+        let serving = Serving::build(cfg, files, version, collect_tx, metrics.clone())?;
         let engine = serving.engine.clone();
 
         // The reward plugin: the judge, and the policy as teacher (frozen: the starting model,
@@ -287,11 +386,14 @@ where
         );
 
         // Judge pool → samples → training.
-        let (train_tx, train_rx) = sync_channel(cfg.rollout_batch_size as usize * 4);
+        // Made samples are produced no further ahead than a batch, so they are not stale by the
+        // time they train; live turns come when users send them.
+        let queue = cfg.rollout_batch_size as usize * if made { 1 } else { 4 };
+        let (train_tx, train_rx) = sync_channel(queue);
         let maker = Arc::new(SampleMaker::new(serving.log(), train_tx));
         let on_outcome = maker.clone();
         let pool = Arc::new(JudgePool::start(
-            reward,
+            reward.clone(),
             PoolOptions {
                 workers: cfg.num_judge_workers as usize,
                 queue: 256,
@@ -309,20 +411,83 @@ where
             settings: settings.clone(),
         };
 
-        // Producers: what the buffer holds unfinished, then the live sessions.
-        let plan = replay(&serving.replay.records, &consumed);
+        // Producers: what the buffer holds unfinished, then the live sessions or the episodes.
+        let mut plan = replay(&serving.replay.records, &consumed);
+        let episode_plan = std::mem::take(&mut plan.episodes);
+        let next_generated_group = plan.next_generated_group;
+        if made {
+            // Live work waits for a run that trains on it (see above).
+            let before = plan.to_train.len();
+            plan.to_train.retain(|(_, s)| s.advantages.is_some());
+            let (kept_back, turns) = (
+                before - plan.to_train.len(),
+                plan.to_sample.len() + plan.to_judge.len(),
+            );
+            if kept_back + turns > 0 {
+                tracing::warn!(
+                    "{kept_back} samples and {turns} turns of live sessions wait in the buffer for a run that trains on live sessions"
+                );
+            }
+            plan.to_sample.clear();
+            plan.to_judge.clear();
+        } else if !episode_plan.groups.is_empty() {
+            tracing::warn!(
+                "{} unfinished groups of environment episodes wait in the buffer for a run with --env",
+                episode_plan.groups.len()
+            );
+        }
         let counts = ReplayCounts {
             to_train: plan.to_train.len(),
             to_sample: plan.to_sample.len(),
             to_judge: plan.to_judge.len(),
             already_trained: plan.already_trained,
+            unfinished_groups: if env.is_some() {
+                episode_plan.groups.len()
+            } else {
+                0
+            },
         };
-        let producers: Vec<Box<dyn Producer>> = vec![
-            Box::new(Replayed {
-                plan,
-                sinks: sinks.clone(),
-            }),
-            Box::new(LiveSessions {
+        let mut producers: Vec<Box<dyn Producer>> = vec![Box::new(Replayed {
+            plan,
+            sinks: sinks.clone(),
+        })];
+        let mut env_run = None;
+        let failure = Arc::new(PluginFailure::default());
+        let plugin_host = || {
+            HostServices::builder()
+                .policy(engine.clone() as Arc<dyn PolicyService>)
+                .log(TracingLog::new("plugin"))
+                .build()
+        };
+        let rollout = plugins.rollout(plugin_host())?;
+        let generate = plugins.generate(plugin_host())?;
+        match env {
+            None if rollout.is_some() => producers.push(Box::new(PluginRollouts {
+                rollout: rollout.expect("checked"),
+                batch_size: cfg.rollout_batch_size,
+                samples_per_prompt: cfg.num_rollouts_per_prompt.max(1),
+                first_id: resumed.as_ref().map_or(0, |r| r.step),
+                samples: sinks.samples.clone(),
+                failure: failure.clone(),
+            })),
+            None if generate.is_some() => {
+                let tasks = read_tasks(Path::new(&cfg.data_path))?;
+                producers.push(Box::new(GeneratedGroups {
+                    generate: generate.expect("checked"),
+                    tasks,
+                    group_size: cfg.group_size() as usize,
+                    parallel: cfg.parallel_envs as usize,
+                    sampling: SamplingParams {
+                        max_tokens: cfg.default_max_tokens,
+                        seed: Some(cfg.seed).into(),
+                        ..SamplingParams::default()
+                    },
+                    first_group: next_generated_group,
+                    samples: sinks.samples.clone(),
+                    failure: failure.clone(),
+                }))
+            }
+            None => producers.push(Box::new(LiveSessions {
                 events: collect_rx,
                 collection: Collection::new(
                     CollectionOptions {
@@ -332,8 +497,74 @@ where
                     metrics.clone(),
                 ),
                 sinks,
-            }),
-        ];
+            })),
+            Some((env, tasks, eval_tasks)) => {
+                let policy: Arc<dyn PolicyService> = engine.clone();
+                let call = Duration::from_secs(cfg.env_call_timeout);
+                let jobs = JobOptions {
+                    parallel: cfg.parallel_envs as usize,
+                    episode: EpisodeOptions {
+                        max_steps: cfg.max_episode_steps,
+                        call_timeout: call,
+                        evaluate_timeout: call.saturating_mul(10),
+                    },
+                    agent: PolicyAgentOptions {
+                        sampling: SamplingParams {
+                            max_tokens: cfg.default_max_tokens,
+                            ..SamplingParams::default()
+                        },
+                        context: engine.context(),
+                        min_reply_tokens: 16,
+                    },
+                };
+                let stats = Arc::new(EpisodeStats::default());
+                tracing::info!(
+                    "environment `{}`: {} tasks, groups of {}, {} episodes at once, at most {} steps each",
+                    env.plugin(),
+                    tasks.len(),
+                    cfg.group_size(),
+                    cfg.parallel_envs,
+                    cfg.max_episode_steps
+                );
+                env_run = Some(EnvRun {
+                    env: env.clone(),
+                    stats: stats.clone(),
+                    eval_tasks,
+                    policy: policy.clone(),
+                    eval: BatchOptions {
+                        per_task: 1,
+                        parallel: cfg.parallel_envs as usize,
+                        episode: jobs.episode.clone(),
+                        agent: PolicyAgentOptions {
+                            sampling: SamplingParams {
+                                temperature: 0.0,
+                                ..jobs.agent.sampling.clone()
+                            },
+                            ..jobs.agent.clone()
+                        },
+                        seed: cfg.seed,
+                    },
+                });
+                producers.push(Box::new(EnvEpisodes {
+                    env,
+                    tasks,
+                    policy,
+                    opts: EnvRunOptions {
+                        group_size: cfg.group_size() as usize,
+                        jobs,
+                        seed: cfg.seed,
+                    },
+                    samples: sinks.samples.clone(),
+                    resume: episode_plan,
+                    stats,
+                    step_judge: (cfg.prm_step_coef > 0.0).then(|| StepJudge {
+                        reward: reward.clone(),
+                        settings: settings.clone(),
+                        coef: cfg.prm_step_coef as f32,
+                    }),
+                }));
+            }
+        }
 
         let train_loop = TrainLoop {
             session,
@@ -364,6 +595,8 @@ where
             resumed,
             replay: counts,
             last_step: (cfg.max_steps > 0).then_some(cfg.max_steps),
+            env: env_run,
+            plugin_failure: Some(failure),
         })
     }
 

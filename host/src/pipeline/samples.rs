@@ -85,6 +85,37 @@ impl SampleMaker {
         Ok(seq)
     }
 
+    /// Records samples made elsewhere (an environment episode group's steps) and hands them
+    /// to training, all under the lock so they train in buffer order. Returns their sequence
+    /// numbers; an error when one cannot be recorded, or when training has stopped (the
+    /// recorded samples wait in the buffer for the next start).
+    pub fn record_samples(&self, samples: Vec<TrainingSample>) -> Result<Vec<u64>> {
+        let tx = self
+            .to_train
+            .lock()
+            .map_err(|_| anyhow::anyhow!("the sample queue lock is poisoned"))?;
+        let mut seqs = Vec::with_capacity(samples.len());
+        let mut stopped = false;
+        for sample in samples {
+            let seq = self.log.append(&Record::Sample {
+                sample: Box::new(sample.clone()),
+            })?;
+            seqs.push(seq);
+            if !stopped && tx.send((seq, sample)).is_err() {
+                stopped = true;
+            }
+        }
+        if stopped {
+            anyhow::bail!("training has stopped; the samples wait in the buffer");
+        }
+        Ok(seqs)
+    }
+
+    /// Appends a record that is not a sample (an episode) to the buffer.
+    pub fn append(&self, record: &Record) -> Result<u64> {
+        self.log.append(record)
+    }
+
     /// Hands an already recorded sample (found by replay) to training.
     pub fn forward_recorded(&self, seq: u64, sample: TrainingSample) -> Result<()> {
         let tx = self

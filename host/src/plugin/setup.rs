@@ -3,9 +3,9 @@
 //! constructed with its resolved configuration.
 
 use super::assign::{assign, Assignment};
-use super::{LossHandle, Registry, RewardHandle};
+use super::{GenerateHandle, LossHandle, Registry, RewardHandle, RolloutHandle};
 use crate::config::{resolve, ConfigInputs, PluginConfigs, Resolved};
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, Result};
 use openclaw_plugin_api::{HostServices, LossInputs, PluginKind};
 
 /// The resolved configuration and the loaded plugins of a run.
@@ -24,23 +24,6 @@ impl RunPlugins {
         let first = resolve(&inputs(), &PluginConfigs::default())?;
         let mut registry = Registry::new();
         let assignments = assign(&first.config, &mut registry)?;
-        // Loaded and checked to provide their kind above, but nothing calls them yet.
-        for (key, flag, spec) in [
-            (
-                "rollout_function_path",
-                "--rollout-function-path",
-                &first.config.rollout_function_path,
-            ),
-            (
-                "custom_generate_function_path",
-                "--custom-generate-function-path",
-                &first.config.custom_generate_function_path,
-            ),
-        ] {
-            if let (false, Some(why)) = (spec.is_empty(), crate::config::not_yet(key)) {
-                bail!("{flag} {spec}: {why}");
-            }
-        }
         let mut plugins = PluginConfigs {
             loaded: true,
             ..Default::default()
@@ -138,5 +121,31 @@ impl RunPlugins {
             .get(name)
             .expect("assigned plugins are loaded");
         RewardHandle::new(p, &self.config_of(name), host)
+    }
+
+    /// Constructs the run's rollout function, when a plugin provides one
+    /// (`--rollout-function-path`, or the method itself).
+    pub fn rollout(&self, host: HostServices) -> Result<Option<RolloutHandle>> {
+        let Some(name) = self.plugin_for(PluginKind::Rollout) else {
+            return Ok(None);
+        };
+        let p = self
+            .registry
+            .get(name)
+            .expect("assigned plugins are loaded");
+        RolloutHandle::new(p, &self.config_of(name), host).map(Some)
+    }
+
+    /// Constructs the run's generate function, when a plugin provides one
+    /// (`--custom-generate-function-path`, or the method itself).
+    pub fn generate(&self, host: HostServices) -> Result<Option<GenerateHandle>> {
+        let Some(name) = self.plugin_for(PluginKind::Generate) else {
+            return Ok(None);
+        };
+        let p = self
+            .registry
+            .get(name)
+            .expect("assigned plugins are loaded");
+        GenerateHandle::new(p, &self.config_of(name), host).map(Some)
     }
 }

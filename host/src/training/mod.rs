@@ -2,6 +2,7 @@
 //! from recorded or hand-written turns, and a training session that steps, logs, checkpoints
 //! and publishes. `train`, `sft` and `run` share it.
 
+pub mod episodes;
 pub mod samples;
 pub mod session;
 pub mod settings;

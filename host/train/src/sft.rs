@@ -74,6 +74,7 @@ pub fn assistant_text(m: &ChatMessage) -> String {
 /// `max_len` tokens; those left without a trained token are dropped.
 pub fn tokenize_conversation(
     messages: &[ChatMessage],
+    tools: Option<&serde_json::Value>,
     template: &ChatTemplate,
     tokenizer: &Tokenizer,
     max_len: usize,
@@ -94,7 +95,7 @@ pub fn tokenize_conversation(
         if m.role != "assistant" {
             continue;
         }
-        let prefix = tokenizer.encode(&template.render(&messages[..j], None, &opts)?, false)?;
+        let prefix = tokenizer.encode(&template.render(&messages[..j], tools, &opts)?, false)?;
         if prefix.starts_with(&cur.ids) {
             cur.mask
                 .extend(std::iter::repeat_n(false, prefix.len() - cur.ids.len()));
@@ -131,9 +132,12 @@ pub fn tokenize_conversation(
 #[derive(Deserialize)]
 struct Line {
     messages: Vec<ChatMessage>,
+    /// The tools offered (an OpenAI `tools` array), rendered into the prompt by the template.
+    #[serde(default)]
+    tools: Option<serde_json::Value>,
 }
 
-/// Reads a JSONL file of `{"messages": [...]}` conversations and tokenizes each (see
+/// Reads a JSONL file of `{"messages": [...], "tools"?: [...]}` conversations and tokenizes each (see
 /// [`tokenize_conversation`]). Errors name the line.
 pub fn load_jsonl(
     path: &Path,
@@ -156,7 +160,7 @@ pub fn load_jsonl(
             )
         })?;
         out.extend(
-            tokenize_conversation(&l.messages, template, tokenizer, max_len)
+            tokenize_conversation(&l.messages, l.tools.as_ref(), template, tokenizer, max_len)
                 .with_context(|| format!("{}:{}", path.display(), i + 1))?,
         );
     }

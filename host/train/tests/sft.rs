@@ -42,7 +42,7 @@ fn only_assistant_tokens_and_their_end_of_turn_are_trained() {
         ("What is two plus two?", "Two plus two is four."),
         ("Say hello.", "Hello there, friend!"),
     ]);
-    let ex = tokenize_conversation(&messages, &template, &tok, 4096).unwrap();
+    let ex = tokenize_conversation(&messages, None, &template, &tok, 4096).unwrap();
     assert_eq!(ex.len(), 1, "the turns extend one sequence");
     let e = &ex[0];
     assert_eq!(e.ids.len(), e.mask.len());
@@ -69,8 +69,34 @@ fn only_assistant_tokens_and_their_end_of_turn_are_trained() {
     assert!(!e.mask[0]);
 
     // Cut to the context: a sequence left with no trained token is dropped.
-    let short = tokenize_conversation(&messages, &template, &tok, 5).unwrap();
+    let short = tokenize_conversation(&messages, None, &template, &tok, 5).unwrap();
     assert!(short.is_empty());
+}
+
+#[test]
+fn a_conversation_with_tools_is_trained_after_the_prompt_serving_renders_with_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (template, tok) = chat_tools(dir.path());
+    let tools = serde_json::json!([{"type": "function", "function": {"name": "add",
+        "parameters": {"type": "object", "properties": {}}}}]);
+    let messages = conv(&[("What is two plus two?", "Two plus two is four.")]);
+    let ex = tokenize_conversation(&messages, Some(&tools), &template, &tok, 4096).unwrap();
+    let opts = RenderOptions {
+        add_generation_prompt: true,
+        ..Default::default()
+    };
+    let prompt = template
+        .render(&messages[..2], Some(&tools), &opts)
+        .unwrap();
+    assert!(prompt.contains("<tools>") && prompt.contains("\"add\""));
+    assert!(tok.decode(&ex[0].ids, false).unwrap().starts_with(&prompt));
+
+    // A JSONL line's `tools` reach the prompt the same way.
+    let path = dir.path().join("sft.jsonl");
+    let line = serde_json::json!({"messages": messages, "tools": tools});
+    std::fs::write(&path, format!("{line}\n")).unwrap();
+    let loaded = load_jsonl(&path, &template, &tok, 4096).unwrap();
+    assert_eq!(loaded[0].ids, ex[0].ids);
 }
 
 fn dataset(dir: &std::path::Path) -> (Vec<SftExample>, usize) {

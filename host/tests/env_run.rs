@@ -34,19 +34,23 @@ fn inputs(flags: &[(&str, String)]) -> ConfigInputs {
     }
 }
 
-/// Runs `run --env` on the coin-scored fixture until `steps`; returns the steps seen and the
-/// replay counts at start.
-fn run_env(dir: &Path, model: &Path, steps: u64) -> (Vec<u64>, usize) {
+/// What one life of a run did.
+struct Life {
+    /// The steps seen.
+    steps: Vec<u64>,
+    /// The sequence numbers of the samples each step trained.
+    trained: Vec<u64>,
+    /// Unfinished episode groups found at start.
+    unfinished: usize,
+}
+
+/// Runs `run --env` on the coin-scored fixture until `steps`.
+fn run_env(dir: &Path, model: &Path, steps: u64) -> Life {
     run_env_with(dir, model, steps, &[])
 }
 
 /// [`run_env`] with more flags.
-fn run_env_with(
-    dir: &Path,
-    model: &Path,
-    steps: u64,
-    extra: &[(&'static str, String)],
-) -> (Vec<u64>, usize) {
+fn run_env_with(dir: &Path, model: &Path, steps: u64, extra: &[(&'static str, String)]) -> Life {
     let d = |p: &str| dir.join(p).display().to_string();
     std::fs::write(dir.join("env.toml"), "[env]\nfault = \"coin\"\n").unwrap();
     let flags = vec![
@@ -85,15 +89,23 @@ fn run_env_with(
         Pipeline::<Cpu>::four_loops(&cfg, &plugins, &Placement::all(Default::default())).unwrap();
     let unfinished = pipeline.replay.unfinished_groups;
     assert!(pipeline.env.is_some());
-    let seen = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::new(Mutex::new((Vec::new(), Vec::new())));
     let observer = seen.clone();
     let handle = pipeline
-        .start(move |ev| observer.lock().unwrap().push(ev.report.step))
+        .start(move |ev| {
+            let mut o = observer.lock().unwrap();
+            o.0.push(ev.report.step);
+            o.1.extend(ev.sample_seqs.iter().copied());
+        })
         .unwrap();
     handle.wait();
     handle.shutdown().unwrap().expect("it trains");
-    let seen = seen.lock().unwrap().clone();
-    (seen, unfinished)
+    let (steps, trained) = seen.lock().unwrap().clone();
+    Life {
+        steps,
+        trained,
+        unfinished,
+    }
 }
 
 fn episodes(dir: &Path) -> Vec<EpisodeEntry> {
@@ -116,9 +128,17 @@ fn episodes_become_durable_step_samples_with_trajectory_advantages_and_survive_a
         openclaw_host::default_model::ensure_default_model(&dir.join("home"), false).unwrap();
 
     // First life: two steps of 12 samples (one group of 4 episodes of 3 steps each).
-    let (seen, _) = run_env(dir, &model, 2);
-    assert_eq!(seen, vec![1, 2]);
+    let first = run_env(dir, &model, 2);
+    assert_eq!(first.steps, vec![1, 2]);
     let records = Log::read_all(&dir.join("rl_buffer")).unwrap().records;
+    // Each group's samples are written after all of its episodes.
+    let mut last_episode_seq: HashMap<u64, u64> = HashMap::new();
+    for env in &records {
+        if let Record::Episode { episode } = &env.record {
+            let s = last_episode_seq.entry(episode.group).or_default();
+            *s = (*s).max(env.seq);
+        }
+    }
     let eps: HashMap<String, EpisodeEntry> = records
         .iter()
         .filter_map(|e| match &e.record {
@@ -142,6 +162,10 @@ fn episodes_become_durable_step_samples_with_trajectory_advantages_and_survive_a
         };
         samples_seen += 1;
         let e = &eps[sample.session_id.as_str()];
+        assert!(
+            env.seq > last_episode_seq[&e.group],
+            "a sample before its group was whole"
+        );
         // Exactly the tokens the policy saw and sampled at that step.
         let step = &e.steps[sample.turn_index as usize];
         assert_eq!(sample.prompt_ids, step.prompt_ids);
@@ -201,9 +225,14 @@ fn episodes_become_durable_step_samples_with_trajectory_advantages_and_survive_a
 
     // Second life: the short group is finished first (its three missing episodes run, the
     // recorded one kept), then new groups follow its number.
-    let (seen, unfinished) = run_env(dir, &model, 4);
-    assert_eq!(seen, vec![3, 4]);
-    assert!(unfinished >= 1);
+    let second = run_env(dir, &model, 6);
+    assert_eq!(second.steps, vec![3, 4, 5, 6]);
+    assert!(second.unfinished >= 1);
+    // No sample trains twice across the restart, and each life trains in buffer order.
+    for life in [&first.trained, &second.trained] {
+        assert!(life.windows(2).all(|w| w[0] < w[1]), "{life:?}");
+    }
+    assert!(first.trained.last() < second.trained.first());
     let after = episodes(dir);
     let group: Vec<&EpisodeEntry> = after.iter().filter(|e| e.group == next).collect();
     let mut members: Vec<u32> = group.iter().map(|e| e.sample).collect();
@@ -213,6 +242,10 @@ fn episodes_become_durable_step_samples_with_trajectory_advantages_and_survive_a
         group.iter().filter(|e| e.sample == 2).count(),
         1,
         "the recorded episode is not run again"
+    );
+    assert!(
+        after.iter().any(|e| e.group > next),
+        "new groups are numbered after the short one"
     );
     let ids: Vec<&str> = after.iter().map(|e| e.episode_id.as_str()).collect();
     let unique: std::collections::HashSet<&&str> = ids.iter().collect();
@@ -229,8 +262,8 @@ fn judged_steps_add_their_mean_score_to_the_outcome() {
     let dir = tmp.path();
     let model =
         openclaw_host::default_model::ensure_default_model(&dir.join("home"), false).unwrap();
-    let (seen, _) = run_env_with(dir, &model, 1, &[("prm_step_coef", "0.5".into())]);
-    assert_eq!(seen, vec![1]);
+    let life = run_env_with(dir, &model, 1, &[("prm_step_coef", "0.5".into())]);
+    assert_eq!(life.steps, vec![1]);
     let eps = episodes(dir);
     assert!(eps.len() >= 4);
     for e in &eps {

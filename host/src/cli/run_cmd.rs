@@ -62,7 +62,14 @@ fn apply_builtin(run: &RunPlugins, cfg: &mut RunConfig) -> Vec<String> {
         }
         applied.push(format!("{key}={value}"));
     }
-    if cfg.simulate_users == 0 {
+    // Simulated users talk to the server, whose turns train unless a plugin makes the samples.
+    let made = run
+        .plugin_for(openclaw_plugin_api::PluginKind::Rollout)
+        .is_some()
+        || run
+            .plugin_for(openclaw_plugin_api::PluginKind::Generate)
+            .is_some();
+    if cfg.simulate_users == 0 && !made {
         cfg.simulate_users = 8;
         applied.push("simulate_users=8".into());
     }
@@ -180,6 +187,11 @@ impl OnBackend for RunOn<'_> {
             );
         }
         let env_run = pipeline.env.take().map(Arc::new);
+        // Where training stands before its first step (a resumed run: its checkpoint).
+        let pipeline_start = pipeline
+            .resumed
+            .as_ref()
+            .map_or((0, 0), |r| (r.step, r.weight_version));
         let plugin_failure = pipeline.plugin_failure.take();
         let evaluates = env_run.as_ref().is_some_and(|e| !e.eval_tasks.is_empty());
         let eval_every = cfg.env_eval_interval;
@@ -206,7 +218,8 @@ impl OnBackend for RunOn<'_> {
             .with_context(|| format!("cannot open {}", score_path.display()))?;
         if let Some(e) = &first_eval {
             // The curve's starting point.
-            let start = serde_json::json!({"step": 0, "weight_version": 0, "elapsed_s": 0.0, "eval_solve_rate": e.eval_solve_rate, "eval_tool_call_rate": e.eval_tool_call_rate, "eval_mean_reward": e.eval_mean_reward, "eval_answer_rate": e.eval_answer_rate, "eval_episodes": e.eval_episodes});
+            let (step, version) = pipeline_start;
+            let start = serde_json::json!({"step": step, "weight_version": version, "elapsed_s": 0.0, "eval_solve_rate": e.eval_solve_rate, "eval_tool_call_rate": e.eval_tool_call_rate, "eval_mean_reward": e.eval_mean_reward, "eval_answer_rate": e.eval_answer_rate, "eval_episodes": e.eval_episodes});
             let _ = writeln!(score_log, "{start}");
         }
         let simulated = cfg.simulate_users > 0;

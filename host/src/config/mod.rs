@@ -199,15 +199,18 @@ const RULES: &[Rule] = &[
         (c.rollout_batch_size == 0).then(|| "must be at least 1".into())
     }),
     ("num_rollouts_per_prompt", |c| {
-        let groups = !c.env.is_empty() || !c.custom_generate_function_path.is_empty();
+        let groups = !c.env.is_empty()
+            || !c.custom_generate_function_path.is_empty()
+            || !c.rollout_function_path.is_empty();
         match (c.num_rollouts_per_prompt, groups) {
             (0 | 1, false) | (0, true) => None,
             (_, false) => Some(
                 "groups of rollouts per prompt are for environment episodes (--env / ENV_TYPE) \
-                 and generate plugins; a live session gives one answer per turn (set it to 1)"
+                 and rollout or generate plugins; a live session gives one answer per turn (set \
+                 it to 1)"
                     .into(),
             ),
-            (1, true) => Some(
+            (1, true) if c.rollout_function_path.is_empty() => Some(
                 "must be at least 2 with --env or a generate plugin: GRPO's advantage is an episode's reward against \
                  its group's mean, which a group of one does not have (8 is common)"
                     .into(),
@@ -243,6 +246,27 @@ const RULES: &[Rule] = &[
         c.data_path
             .is_empty()
             .then(|| "needs --data-path: the prompts (a task file, JSONL) it generates for".into())
+    }),
+    ("env", |c| {
+        // The environment's settings mean nothing without one.
+        let set: Vec<&str> = [
+            ("env_config", !c.env_config.is_empty()),
+            ("tools_config", !c.tools_config.is_empty()),
+            ("env_split", c.env_split != "train"),
+            ("max_episode_steps", c.max_episode_steps != 16),
+            ("env_call_timeout", c.env_call_timeout != 60),
+            ("env_eval_interval", c.env_eval_interval != 0),
+            ("env_eval_tasks", c.env_eval_tasks != 50),
+        ]
+        .into_iter()
+        .filter_map(|(k, on)| on.then_some(k))
+        .collect();
+        (c.env.is_empty() && !set.is_empty()).then(|| {
+            format!(
+                "is empty, but {} only apply to an environment run: give --env (ENV_TYPE)",
+                set.join(", ")
+            )
+        })
     }),
     ("parallel_envs", |c| {
         (c.parallel_envs == 0).then(|| "must be at least 1".into())
@@ -454,6 +478,11 @@ mod tests {
             "{e}"
         );
         resolve_with("num_rollouts_per_prompt", "1").unwrap();
+        // An environment's settings without an environment.
+        for (key, value) in [("max_episode_steps", "4"), ("env_split", "eval")] {
+            let e = resolve_with(key, value).err().unwrap().to_string();
+            assert!(e.contains(key) && e.contains("give --env"), "{e}");
+        }
         assert_eq!(RunConfig::defaults().group_size(), DEFAULT_GROUP_SIZE);
         // Groups are for environment episodes, and there they need two members at least.
         let e = resolve_with("num_rollouts_per_prompt", "4")

@@ -11,6 +11,7 @@
 //! is trained twice.
 
 use super::collect::score_request;
+use super::producer::ReplayGate;
 use super::replay::{EpisodePlan, PendingGroup};
 use super::samples::SampleMaker;
 use super::Producer;
@@ -218,6 +219,8 @@ pub struct EnvEpisodes {
     pub stats: Arc<EpisodeStats>,
     /// Step scores added to the outcome (`--prm-step-coef` above 0).
     pub step_judge: Option<StepJudge>,
+    /// Waited for before the first sample (replayed samples train first).
+    pub gate: Arc<ReplayGate>,
 }
 
 /// The groups in flight and the jobs not yet handed out.
@@ -249,8 +252,9 @@ impl EnvEpisodes {
             .wrapping_add(sample as u64)
     }
 
-    /// Records the samples of a whole group that the buffer does not have yet.
-    fn finish_group(&self, g: &PendingGroup) -> Result<usize> {
+    /// Records the samples of a whole group that the buffer does not have yet; `None` when
+    /// training has stopped.
+    fn finish_group(&self, g: &PendingGroup) -> Result<Option<usize>> {
         let mut episodes = g.episodes.clone();
         episodes.sort_by_key(|e| e.sample);
         let missing: Vec<_> = group_samples(&episodes, EPISODE_GROUP_NORM)
@@ -261,10 +265,17 @@ impl EnvEpisodes {
             })
             .collect();
         let n = missing.len();
-        if n > 0 {
-            self.samples.record_samples(missing)?;
+        if n > 0 && self.samples.record_samples(missing)?.is_none() {
+            return Ok(None);
         }
-        Ok(n)
+        Ok(Some(n))
+    }
+
+    /// Stops the run with `why` (every episode failing, the buffer failing).
+    fn fail(&self, stop: &AtomicBool, why: String) {
+        tracing::error!("{why}");
+        *self.stats.fatal.lock().expect("stats lock") = Some(why);
+        stop.store(true, Ordering::SeqCst);
     }
 }
 
@@ -276,6 +287,10 @@ impl Producer for EnvEpisodes {
     fn run(self: Box<Self>, stop: Arc<AtomicBool>) -> Result<()> {
         if self.tasks.is_empty() {
             bail!("environment `{}` has no tasks", self.env.plugin());
+        }
+        // Replayed samples train first (see [`ReplayGate`]).
+        if !self.gate.wait(&stop) {
+            return Ok(());
         }
         let env_name = self.env.plugin().to_string();
         let mut plan = Plan {
@@ -294,8 +309,17 @@ impl Producer for EnvEpisodes {
                 continue;
             }
             if g.complete() {
-                let n = self.finish_group(g)?;
-                tracing::info!("group {}: {n} samples written after a restart", g.group);
+                match self.finish_group(g) {
+                    Ok(Some(n)) => {
+                        tracing::info!("group {}: {n} samples written after a restart", g.group)
+                    }
+                    Ok(None) => return Ok(()),
+                    Err(e) => {
+                        let why = format!("cannot record the samples of group {}: {e:#}", g.group);
+                        self.fail(&stop, why.clone());
+                        bail!(why);
+                    }
+                }
                 continue;
             }
             let task = g.episodes[0].task.clone();
@@ -367,8 +391,10 @@ impl Producer for EnvEpisodes {
             if let Err(e) = self.samples.append(&Record::Episode {
                 episode: Box::new(entry.clone()),
             }) {
-                tracing::error!("cannot record episode {}: {e:#}", entry.episode_id);
-                stop.store(true, Ordering::SeqCst);
+                self.fail(
+                    &stop,
+                    format!("cannot record episode {}: {e:#}", entry.episode_id),
+                );
                 return;
             }
             self.stats.push(&entry);
@@ -385,11 +411,14 @@ impl Producer for EnvEpisodes {
                 }
             };
             if let Some(g) = whole {
-                if let Err(e) = self.finish_group(&g) {
-                    // Training stopped (or the buffer failed): the episodes are recorded, and
-                    // the next start writes their samples.
-                    tracing::debug!("group {}: {e:#}", g.group);
-                    stop.store(true, Ordering::SeqCst);
+                match self.finish_group(&g) {
+                    Ok(Some(_)) => {}
+                    // Training stopped: the samples are recorded; the next start trains them.
+                    Ok(None) => stop.store(true, Ordering::SeqCst),
+                    Err(e) => self.fail(
+                        &stop,
+                        format!("cannot record the samples of group {}: {e:#}", g.group),
+                    ),
                 }
             }
         };
@@ -403,6 +432,9 @@ impl Producer for EnvEpisodes {
         if let Some(why) = fatal.into_inner().expect("fatal lock") {
             let why = format!("environment `{env_name}`: {why}");
             *self.stats.fatal.lock().expect("stats lock") = Some(why.clone());
+            bail!(why);
+        }
+        if let Some(why) = self.stats.fatal() {
             bail!(why);
         }
         Ok(())

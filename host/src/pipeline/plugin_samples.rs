@@ -9,11 +9,12 @@
 //!   the plugin gave advantages itself).
 //!
 //! The host names what the plugins return (session `gen-<group>-<k>` for generated
-//! trajectories; rollouts keep the plugin's names), checks that every sample is whole (response
+//! trajectories, `rollout-<id>:<the plugin's name>` for rollouts, numbered on across restarts), checks that every sample is whole (response
 //! tokens, a logprob and a mask value per token), records the samples in the durable buffer and
 //! sends them to training in buffer order. A plugin that fails three calls in a row stops the
 //! run with its error.
 
+use super::producer::ReplayGate;
 use super::samples::SampleMaker;
 use super::Producer;
 use crate::episodes::setup::read_task_messages;
@@ -90,12 +91,35 @@ pub struct PluginRollouts {
     pub batch_size: u32,
     /// Samples per prompt the plugin is asked for (`--num-rollouts-per-prompt`).
     pub samples_per_prompt: u32,
-    /// The first rollout id (the training step the run starts at, so ids go on across restarts).
+    /// The first rollout id (after the buffer's highest).
     pub first_id: u64,
     /// Where samples are recorded and sent.
     pub samples: Arc<SampleMaker>,
     /// Set when the plugin stopped the run.
     pub failure: Arc<PluginFailure>,
+    /// Waited for before the first sample (replayed samples train first).
+    pub gate: Arc<ReplayGate>,
+}
+
+/// Records `samples`: `true` to go on; `false` when training stopped or the buffer failed (then
+/// the run is stopped, with the reason for a failure).
+fn record(
+    samples: &SampleMaker,
+    made: Vec<TrainingSample>,
+    failure: &PluginFailure,
+    stop: &AtomicBool,
+) -> bool {
+    match samples.record_samples(made) {
+        Ok(Some(_)) => true,
+        Ok(None) => false,
+        Err(e) => {
+            let why = format!("cannot record the plugin's samples: {e:#}");
+            tracing::error!("{why}");
+            failure.set(why);
+            stop.store(true, Ordering::SeqCst);
+            false
+        }
+    }
 }
 
 impl Producer for PluginRollouts {
@@ -104,6 +128,9 @@ impl Producer for PluginRollouts {
     }
 
     fn run(self: Box<Self>, stop: Arc<AtomicBool>) -> Result<()> {
+        if !self.gate.wait(&stop) {
+            return Ok(());
+        }
         let mut id = self.first_id;
         let mut failed = 0;
         while !stop.load(Ordering::SeqCst) {
@@ -130,8 +157,18 @@ impl Producer for PluginRollouts {
                         out.samples.len(),
                         metrics.join(" ")
                     );
-                    if self.samples.record_samples(out.samples.to_vec()).is_err() {
-                        break; // training stopped; the samples wait in the buffer
+                    // The host names each rollout's samples, so ids go on across restarts.
+                    let made: Vec<TrainingSample> = out
+                        .samples
+                        .iter()
+                        .cloned()
+                        .map(|mut s| {
+                            s.session_id = format!("rollout-{id}:{}", s.session_id).into();
+                            s
+                        })
+                        .collect();
+                    if !record(&self.samples, made, &self.failure, &stop) {
+                        break;
                     }
                     id += 1;
                 }
@@ -173,6 +210,8 @@ pub struct GeneratedGroups {
     pub samples: Arc<SampleMaker>,
     /// Set when the plugin stopped the run.
     pub failure: Arc<PluginFailure>,
+    /// Waited for before the first sample (replayed samples train first).
+    pub gate: Arc<ReplayGate>,
 }
 
 impl Producer for GeneratedGroups {
@@ -183,6 +222,9 @@ impl Producer for GeneratedGroups {
     fn run(self: Box<Self>, stop: Arc<AtomicBool>) -> Result<()> {
         if self.tasks.is_empty() {
             bail!("--custom-generate-function-path: the task file has no prompts");
+        }
+        if !self.gate.wait(&stop) {
+            return Ok(());
         }
         let next_job = AtomicU64::new(self.first_group * self.group_size as u64);
         let failed = AtomicUsize::new(0);
@@ -247,7 +289,9 @@ impl Producer for GeneratedGroups {
                             let trajectories: Vec<Vec<TrainingSample>> =
                                 g.into_iter().flatten().filter(|t| !t.is_empty()).collect();
                             let samples = trajectory_samples(trajectories, group);
-                            if !samples.is_empty() && self.samples.record_samples(samples).is_err() {
+                            if !samples.is_empty()
+                                && !record(&self.samples, samples, &self.failure, &stop)
+                            {
                                 stop.store(true, Ordering::SeqCst);
                             }
                         }

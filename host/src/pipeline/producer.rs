@@ -79,6 +79,40 @@ impl Producer for LiveSessions {
     }
 }
 
+/// Opened once the replayed samples are handed to training: producers that make samples at
+/// once (episodes, rollout and generate plugins) wait for it, so training receives the
+/// replayed samples before any new one. (A checkpoint records the highest sample it trained;
+/// a new sample trained before an older replayed one would mark that one trained.)
+#[derive(Debug, Default)]
+pub struct ReplayGate {
+    open: std::sync::Mutex<bool>,
+    opened: std::sync::Condvar,
+}
+
+impl ReplayGate {
+    /// Opens the gate.
+    pub fn open(&self) {
+        *self.open.lock().expect("gate lock") = true;
+        self.opened.notify_all();
+    }
+
+    /// Waits until the gate is open or `stop` is set; returns whether it opened.
+    pub fn wait(&self, stop: &AtomicBool) -> bool {
+        let mut open = self.open.lock().expect("gate lock");
+        while !*open {
+            if stop.load(Ordering::SeqCst) {
+                return false;
+            }
+            open = self
+                .opened
+                .wait_timeout(open, Duration::from_millis(100))
+                .expect("gate lock")
+                .0;
+        }
+        true
+    }
+}
+
 /// What the buffer held unfinished when the run started: samples to train, judged turns
 /// without their sample, turns never judged.
 pub struct Replayed {
@@ -86,6 +120,8 @@ pub struct Replayed {
     pub plan: ReplayPlan,
     /// Where the work goes.
     pub sinks: Sinks,
+    /// Opened once the recorded samples are handed to training.
+    pub gate: Arc<ReplayGate>,
 }
 
 impl Producer for Replayed {
@@ -94,13 +130,14 @@ impl Producer for Replayed {
     }
 
     fn run(self: Box<Self>, stop: Arc<AtomicBool>) -> Result<()> {
-        let Replayed { plan, sinks } = *self;
+        let Replayed { plan, sinks, gate } = *self;
         for (seq, s) in plan.to_train {
             if stop.load(Ordering::SeqCst) {
                 return Ok(());
             }
             sinks.samples.forward_recorded(seq, s)?;
         }
+        gate.open();
         for (turn, score) in plan.to_sample {
             sinks.samples.resume_judged(&turn, &score)?;
         }

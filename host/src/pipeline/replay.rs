@@ -26,6 +26,8 @@ pub struct ReplayPlan {
     pub episodes: EpisodePlan,
     /// The first group number no recorded generated trajectory (`gen-<group>-<k>`) uses.
     pub next_generated_group: u64,
+    /// The first rollout id no recorded rollout sample (`rollout-<id>:...`) uses.
+    pub next_rollout_id: u64,
 }
 
 /// Environment episodes in the buffer: where group numbers go on, and the groups whose
@@ -99,6 +101,14 @@ pub fn replay(records: &[Envelope], consumed: &ConsumedState) -> ReplayPlan {
                     .and_then(|g| g.parse::<u64>().ok())
                 {
                     plan.next_generated_group = plan.next_generated_group.max(g + 1);
+                }
+                if let Some(id) = sample
+                    .session_id
+                    .strip_prefix("rollout-")
+                    .and_then(|r| r.split(':').next())
+                    .and_then(|id| id.parse::<u64>().ok())
+                {
+                    plan.next_rollout_id = plan.next_rollout_id.max(id + 1);
                 }
                 sampled.insert((sample.session_id.to_string(), sample.turn_index));
                 if e.seq > consumed.consumed_through {

@@ -6,7 +6,7 @@
 
 use super::env_episodes::{EnvEpisodes, EnvRunOptions, EpisodeStats, StepJudge};
 use super::plugin_samples::{GeneratedGroups, PluginFailure, PluginRollouts};
-use super::producer::{Epochs, LiveSessions, Producer, Replayed, Sinks};
+use super::producer::{Epochs, LiveSessions, Producer, ReplayGate, Replayed, Sinks};
 use super::replay::replay;
 use super::samples::{QueuedSample, SampleMaker};
 use super::serving::{bind, interrupted, serve_on, Serving};
@@ -346,8 +346,9 @@ where
 
         // Serving, with the recorder feeding collection. When samples are made elsewhere than
         // from live turns (episodes, a rollout or generate plugin), live turns are served and
-        // recorded but not collected: they wait in the buffer for a run that trains on them
-        // (their samples, without advantages, could not share a batch with episodes' anyway).
+        // recorded but not collected: they wait in the buffer, and the next run that collects
+        // replays them. (Work the buffer held at start is replayed either way; training keeps
+        // samples with and without advantages in separate batches.)
         let (collect_tx, collect_rx) = sync_channel(4096);
         let made = env.is_some()
             || plugins.plugin_for(PluginKind::Rollout).is_some()
@@ -415,22 +416,8 @@ where
         let mut plan = replay(&serving.replay.records, &consumed);
         let episode_plan = std::mem::take(&mut plan.episodes);
         let next_generated_group = plan.next_generated_group;
-        if made {
-            // Live work waits for a run that trains on it (see above).
-            let before = plan.to_train.len();
-            plan.to_train.retain(|(_, s)| s.advantages.is_some());
-            let (kept_back, turns) = (
-                before - plan.to_train.len(),
-                plan.to_sample.len() + plan.to_judge.len(),
-            );
-            if kept_back + turns > 0 {
-                tracing::warn!(
-                    "{kept_back} samples and {turns} turns of live sessions wait in the buffer for a run that trains on live sessions"
-                );
-            }
-            plan.to_sample.clear();
-            plan.to_judge.clear();
-        } else if !episode_plan.groups.is_empty() {
+        let next_rollout_id = plan.next_rollout_id;
+        if env.is_none() && !episode_plan.groups.is_empty() {
             tracing::warn!(
                 "{} unfinished groups of environment episodes wait in the buffer for a run with --env",
                 episode_plan.groups.len()
@@ -441,15 +428,20 @@ where
             to_sample: plan.to_sample.len(),
             to_judge: plan.to_judge.len(),
             already_trained: plan.already_trained,
-            unfinished_groups: if env.is_some() {
-                episode_plan.groups.len()
-            } else {
-                0
-            },
+            // Groups of this environment (another's are left as they are).
+            unfinished_groups: env.as_ref().map_or(0, |(e, _, _)| {
+                episode_plan
+                    .groups
+                    .iter()
+                    .filter(|g| g.episodes.iter().all(|x| x.env == e.plugin()))
+                    .count()
+            }),
         };
+        let gate = Arc::new(ReplayGate::default());
         let mut producers: Vec<Box<dyn Producer>> = vec![Box::new(Replayed {
             plan,
             sinks: sinks.clone(),
+            gate: gate.clone(),
         })];
         let mut env_run = None;
         let failure = Arc::new(PluginFailure::default());
@@ -466,11 +458,15 @@ where
                 rollout: rollout.expect("checked"),
                 batch_size: cfg.rollout_batch_size,
                 samples_per_prompt: cfg.num_rollouts_per_prompt.max(1),
-                first_id: resumed.as_ref().map_or(0, |r| r.step),
+                first_id: next_rollout_id,
                 samples: sinks.samples.clone(),
                 failure: failure.clone(),
+                gate: gate.clone(),
             })),
             None if generate.is_some() => {
+                if cfg.data_path.is_empty() {
+                    bail!("a generate plugin needs --data-path: the prompts (a task file, JSONL) it generates for");
+                }
                 let tasks = read_tasks(Path::new(&cfg.data_path))?;
                 producers.push(Box::new(GeneratedGroups {
                     generate: generate.expect("checked"),
@@ -485,6 +481,7 @@ where
                     first_group: next_generated_group,
                     samples: sinks.samples.clone(),
                     failure: failure.clone(),
+                    gate: gate.clone(),
                 }))
             }
             None => producers.push(Box::new(LiveSessions {
@@ -562,6 +559,7 @@ where
                         settings: settings.clone(),
                         coef: cfg.prm_step_coef as f32,
                     }),
+                    gate: gate.clone(),
                 }));
             }
         }
@@ -620,11 +618,16 @@ where
         if let Some(t) = self.training {
             for p in t.producers {
                 let stop = stop.clone();
-                producers.push(
-                    std::thread::Builder::new()
-                        .name(p.name().into())
-                        .spawn(move || p.run(stop))?,
-                );
+                producers.push(std::thread::Builder::new().name(p.name().into()).spawn(
+                    move || {
+                        // A producer that fails leaves nothing to train: the run stops.
+                        let r = p.run(stop.clone());
+                        if r.is_err() {
+                            stop.store(true, Ordering::SeqCst);
+                        }
+                        r
+                    },
+                )?);
             }
             pool = t.pool;
             let train_stop = stop.clone();

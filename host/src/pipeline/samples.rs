@@ -85,11 +85,11 @@ impl SampleMaker {
         Ok(seq)
     }
 
-    /// Records samples made elsewhere (an environment episode group's steps) and hands them
-    /// to training, all under the lock so they train in buffer order. Returns their sequence
-    /// numbers; an error when one cannot be recorded, or when training has stopped (the
-    /// recorded samples wait in the buffer for the next start).
-    pub fn record_samples(&self, samples: Vec<TrainingSample>) -> Result<Vec<u64>> {
+    /// Records samples made elsewhere (an environment episode group's steps, a plugin's) and
+    /// hands them to training, all under the lock so they train in buffer order. Returns their
+    /// sequence numbers, or `None` when training has stopped (every sample is recorded all the
+    /// same: the next start trains them); an error when one cannot be recorded.
+    pub fn record_samples(&self, samples: Vec<TrainingSample>) -> Result<Option<Vec<u64>>> {
         let tx = self
             .to_train
             .lock()
@@ -105,10 +105,7 @@ impl SampleMaker {
                 stopped = true;
             }
         }
-        if stopped {
-            anyhow::bail!("training has stopped; the samples wait in the buffer");
-        }
-        Ok(seqs)
+        Ok((!stopped).then_some(seqs))
     }
 
     /// Appends a record that is not a sample (an episode) to the buffer.

@@ -129,7 +129,7 @@ impl<B: Backend> TrainLoop<B> {
             if stop.load(Ordering::SeqCst) || done_steps {
                 break;
             }
-            let full = ready.len() >= self.opts.batch;
+            let (same_kind, full) = next_batch(&ready, self.opts.batch);
             let timed_out = first_ready.is_some_and(|t| t.elapsed() >= self.opts.batch_timeout)
                 && !ready.is_empty();
             if !(full || timed_out || (closed && !ready.is_empty())) {
@@ -150,7 +150,7 @@ impl<B: Backend> TrainLoop<B> {
                     .set(ready.len() as i64);
                 continue;
             }
-            let take = ready.len().min(self.opts.batch);
+            let take = same_kind.min(self.opts.batch);
             let batch: Vec<QueuedSample> = ready.drain(..take).collect();
             first_ready = (!ready.is_empty()).then(Instant::now);
             let last_seq = batch.last().map(|(s, _)| *s).unwrap_or(0);
@@ -219,5 +219,56 @@ impl<B: Backend> TrainLoop<B> {
             training_log: self.session.log.path().to_path_buf(),
             checkpoint,
         })
+    }
+}
+
+/// The next batch of `ready` (samples in buffer order): how many it takes, and whether it is
+/// due now without waiting for the timeout. A batch holds samples of one kind, all with
+/// advantages given (episodes, generated trajectories) or all without (live turns, whose loss
+/// derives them), as a step needs: it takes the leading samples of the first one's kind, at
+/// most `batch`, and is due when it is full or the next sample is of the other kind. Batches
+/// stay in buffer order, so "every sample up to N was consumed" still holds.
+pub fn next_batch(ready: &[QueuedSample], batch: usize) -> (usize, bool) {
+    let Some((_, first)) = ready.first() else {
+        return (0, false);
+    };
+    let same_kind = ready
+        .iter()
+        .take_while(|(_, s)| s.advantages.is_some() == first.advantages.is_some())
+        .count();
+    (
+        same_kind.min(batch),
+        same_kind >= batch || same_kind < ready.len(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::training::samples::given_score;
+
+    fn sample(seq: u64, advantages: bool) -> QueuedSample {
+        let turn = crate::pipeline::test_turn("s", seq as u32);
+        let mut s = crate::training::sample_from(&turn, &given_score(1.0), 0);
+        if advantages {
+            s.advantages = Some(vec![0.5].into()).into();
+        }
+        (seq, s)
+    }
+
+    #[test]
+    fn a_batch_holds_one_kind_of_sample_in_buffer_order() {
+        let ready: Vec<QueuedSample> = [false, false, true, true, true, false]
+            .iter()
+            .enumerate()
+            .map(|(i, &a)| sample(i as u64 + 1, a))
+            .collect();
+        // Two live samples, then episodes: the live ones go now, on their own.
+        assert_eq!(next_batch(&ready, 4), (2, true));
+        assert_eq!(next_batch(&ready[2..], 4), (3, true));
+        assert_eq!(next_batch(&ready[2..], 2), (2, true));
+        // One kind, not full: it waits for more (or the timeout).
+        assert_eq!(next_batch(&ready[2..5], 4), (3, false));
+        assert_eq!(next_batch(&[], 4), (0, false));
     }
 }

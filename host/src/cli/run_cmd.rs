@@ -141,8 +141,13 @@ pub fn run(flags: &RunFlags) -> Result<i32> {
         }
         let applied = apply_builtin(&plugins, &mut cfg);
         eprintln!(
-            "no MODEL_PATH: the built-in default model {} with simulated users and the rule-based judge ({})",
+            "no MODEL_PATH: the built-in default model {} {} ({})",
             dir.display(),
+            if cfg.simulate_users > 0 {
+                "with simulated users and the rule-based judge"
+            } else {
+                "on the plugin's samples"
+            },
             applied.join(", ")
         );
     }

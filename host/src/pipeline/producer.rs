@@ -1,11 +1,12 @@
-//! Producers: what turns conversations (or, next, environment episodes) into work for the
-//! judge and training path. Each runs on its own thread. The live ones write through the same
-//! [`Sinks`], so every producer's turns are judged by the method's reward plugin, recorded
-//! durably and trained in buffer order alike.
+//! Producers: what turns conversations, environment episodes and plugins' work into samples
+//! for training. Each runs on its own thread. The live ones write through the same [`Sinks`],
+//! so every producer's samples are recorded durably and trained in buffer order alike.
 //!
-//! Today: [`LiveSessions`] (the server's recorded turns, held by collection until their next
-//! state), [`Replayed`] (what the buffer held unfinished at start) and [`Epochs`] (`train`'s
-//! scored trajectory file, pass after pass, straight to training).
+//! Here: [`LiveSessions`] (the server's recorded turns, held by collection until their next
+//! state, judged by the method's reward plugin), [`Replayed`] (what the buffer held unfinished
+//! at start) and [`Epochs`] (`train`'s scored trajectory file, pass after pass, straight to
+//! training). Elsewhere: [`super::env_episodes::EnvEpisodes`] (`run --env`) and
+//! [`super::plugin_samples`] (rollout and generate plugins), which wait at the [`ReplayGate`].
 
 use super::collect::{score_request, Collection};
 use super::replay::ReplayPlan;

@@ -5,35 +5,15 @@
 
 mod common;
 
-use common::{free_port, workspace};
+use common::{free_port, inputs, workspace};
 use openclaw_host::backend::{Cpu, Placement};
 use openclaw_host::buffer::record::EpisodeEntry;
 use openclaw_host::buffer::{export, Log, LogOptions, Record};
-use openclaw_host::config::ConfigInputs;
 use openclaw_host::pipeline::Pipeline;
 use openclaw_host::plugin::RunPlugins;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-
-fn inputs(flags: &[(&str, String)]) -> ConfigInputs {
-    ConfigInputs {
-        file: None,
-        flags: flags
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.to_string(),
-                    v.clone(),
-                    format!("--{}", k.replace('_', "-")),
-                )
-            })
-            .collect(),
-        sets: Vec::new(),
-        env: Box::new(|_| None),
-    }
-}
-
 /// What one life of a run did.
 struct Life {
     /// The steps seen.

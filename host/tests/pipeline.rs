@@ -5,34 +5,14 @@
 
 mod common;
 
-use common::{free_port, workspace};
+use common::{free_port, inputs, workspace};
 use openclaw_host::backend::{Cpu, Placement};
 use openclaw_host::buffer::{Log, Record};
-use openclaw_host::config::ConfigInputs;
 use openclaw_host::pipeline::Pipeline;
 use openclaw_host::plugin::RunPlugins;
 use openclaw_host::simulate::{Scoreboard, SimUsers, SimUsersOptions};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-
-/// The run settings a user would give as flags, with nothing read from the environment.
-fn inputs(flags: &[(&str, String)]) -> ConfigInputs {
-    ConfigInputs {
-        file: None,
-        flags: flags
-            .iter()
-            .map(|(k, v)| {
-                (
-                    k.to_string(),
-                    v.clone(),
-                    format!("--{}", k.replace('_', "-")),
-                )
-            })
-            .collect(),
-        sets: Vec::new(),
-        env: Box::new(|_| None),
-    }
-}
 
 fn run_flags(dir: &Path, model: &Path, steps: u64) -> Vec<(&'static str, String)> {
     let d = |p: &str| dir.join(p).display().to_string();

@@ -6,10 +6,9 @@
 
 mod common;
 
-use common::{free_port, workspace};
+use common::{free_port, inputs, workspace};
 use openclaw_host::backend::{Cpu, Placement};
 use openclaw_host::buffer::{Log, Record};
-use openclaw_host::config::ConfigInputs;
 use openclaw_host::pipeline::Pipeline;
 use openclaw_host::plugin::RunPlugins;
 use openclaw_plugin_api::TrainingSample;
@@ -22,7 +21,7 @@ fn run(dir: &Path, extra: &[(&str, String)]) -> (Vec<u64>, Vec<TrainingSample>) 
     let model =
         openclaw_host::default_model::ensure_default_model(&dir.join("home"), false).unwrap();
     let d = |p: &str| dir.join(p).display().to_string();
-    let mut flags: Vec<(String, String)> = vec![
+    let mut flags: Vec<(&str, String)> = vec![
         (
             "plugin",
             workspace().join("methods/binary-rl").display().to_string(),
@@ -37,21 +36,9 @@ fn run(dir: &Path, extra: &[(&str, String)]) -> (Vec<u64>, Vec<TrainingSample>) 
         ("default_max_tokens", "16".into()),
         ("batch_timeout", "30".into()),
         ("max_staleness", "100".into()),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    flags.extend(extra.iter().map(|(k, v)| (k.to_string(), v.clone())));
-    let inputs = || ConfigInputs {
-        file: None,
-        flags: flags
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone(), format!("--{}", k.replace('_', "-"))))
-            .collect(),
-        sets: Vec::new(),
-        env: Box::new(|_| None),
-    };
-    let plugins = RunPlugins::load(inputs).unwrap();
+    ];
+    flags.extend(extra.iter().cloned());
+    let plugins = RunPlugins::load(|| inputs(&flags)).unwrap();
     let cfg = plugins.resolved.config.clone();
     let pipeline =
         Pipeline::<Cpu>::four_loops(&cfg, &plugins, &Placement::all(Default::default())).unwrap();

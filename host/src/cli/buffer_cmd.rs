@@ -16,43 +16,35 @@ pub fn run(cmd: BufferCommand) -> Result<i32> {
             for w in &replay.warnings {
                 eprintln!("warning: {w}");
             }
-            if episodes {
+            let (lines, what) = if episodes {
                 let eps = export::episodes(&replay.records);
-                let mut text = String::new();
-                for e in &eps {
-                    text.push_str(&serde_json::to_string(e)?);
-                    text.push('\n');
-                }
-                match out {
-                    Some(path) => {
-                        std::fs::write(&path, text)
-                            .with_context(|| format!("cannot write {}", path.display()))?;
-                        eprintln!("wrote {} episodes to {}", eps.len(), path.display());
-                    }
-                    None => std::io::stdout().write_all(text.as_bytes())?,
-                }
-                return Ok(0);
-            }
-            let trajectories = export::trajectories(&replay.records);
-            let mut text = String::new();
-            for t in &trajectories {
-                text.push_str(&serde_json::to_string(t)?);
-                text.push('\n');
-            }
+                let what = format!("{} episodes", eps.len());
+                (jsonl(&eps)?, what)
+            } else {
+                let trajectories = export::trajectories(&replay.records);
+                let turns: usize = trajectories.iter().map(|t| t.turns.len()).sum();
+                let what = format!("{} sessions ({turns} turns)", trajectories.len());
+                (jsonl(&trajectories)?, what)
+            };
             match out {
                 Some(path) => {
-                    std::fs::write(&path, text)
+                    std::fs::write(&path, lines)
                         .with_context(|| format!("cannot write {}", path.display()))?;
-                    let turns: usize = trajectories.iter().map(|t| t.turns.len()).sum();
-                    eprintln!(
-                        "wrote {} sessions ({turns} turns) to {}",
-                        trajectories.len(),
-                        path.display()
-                    );
+                    eprintln!("wrote {what} to {}", path.display());
                 }
-                None => std::io::stdout().write_all(text.as_bytes())?,
+                None => std::io::stdout().write_all(lines.as_bytes())?,
             }
             Ok(0)
         }
     }
+}
+
+/// `items` as JSON Lines.
+fn jsonl<T: serde::Serialize>(items: &[T]) -> Result<String> {
+    let mut text = String::new();
+    for i in items {
+        text.push_str(&serde_json::to_string(i)?);
+        text.push('\n');
+    }
+    Ok(text)
 }

@@ -347,6 +347,24 @@ impl OnBackend for RunOn<'_> {
     }
 }
 
+/// `logs/learning_curve.png`: `metrics` of `score.log` by step, one panel each.
+fn draw_curve(cfg: &RunConfig, score_path: &Path, metrics: &[&str]) {
+    let png = Path::new(&cfg.log_dir).join("learning_curve.png");
+    let metrics: Vec<String> = metrics.iter().map(|m| m.to_string()).collect();
+    match crate::report::learning_curves(
+        std::slice::from_ref(&score_path.to_path_buf()),
+        &metrics,
+        "step",
+    )
+    .and_then(|c| {
+        let size = crate::report::grid_size(c.charts.len(), crate::report::PANEL_SIZE);
+        crate::report::draw_png(&c.charts, &png, size)
+    }) {
+        Ok(()) => eprintln!("learning curve: {}", png.display()),
+        Err(e) => eprintln!("warning: cannot draw the learning curve: {e:#}"),
+    }
+}
+
 /// The learning curve PNG and the summary lines of `run --env`.
 fn report_episodes(
     cfg: &RunConfig,
@@ -355,7 +373,6 @@ fn report_episodes(
     first: Option<&EvalLine>,
     last: Option<&EvalLine>,
 ) {
-    let png = Path::new(&cfg.log_dir).join("learning_curve.png");
     let mut metrics = vec![
         "solve_rate",
         "tool_call_rate",
@@ -369,19 +386,7 @@ fn report_episodes(
             ["eval_solve_rate", "eval_tool_call_rate", "eval_answer_rate"],
         );
     }
-    let metrics: Vec<String> = metrics.into_iter().map(String::from).collect();
-    match crate::report::learning_curves(
-        std::slice::from_ref(&score_path.to_path_buf()),
-        &metrics,
-        "step",
-    )
-    .and_then(|c| {
-        let size = crate::report::grid_size(c.charts.len(), crate::report::PANEL_SIZE);
-        crate::report::draw_png(&c.charts, &png, size)
-    }) {
-        Ok(()) => eprintln!("learning curve: {}", png.display()),
-        Err(e) => eprintln!("warning: cannot draw the learning curve: {e:#}"),
-    }
+    draw_curve(cfg, score_path, &metrics);
     let w = env.stats.recent(EPISODE_WINDOW);
     eprintln!(
         "training episodes (last {}): solved {:.2}, tool calls per step {:.2}, failed {:.2}",
@@ -397,20 +402,11 @@ fn report_episodes(
 
 /// The learning curve PNG and the summary line of a run with simulated users.
 fn report_learning(cfg: &RunConfig, score_path: &Path, board: &Scoreboard) {
-    let png = Path::new(&cfg.log_dir).join("learning_curve.png");
-    let metrics = ["preferred", "on_topic", "distinct", "loss"].map(String::from);
-    match crate::report::learning_curves(
-        std::slice::from_ref(&score_path.to_path_buf()),
-        &metrics,
-        "step",
-    )
-    .and_then(|c| {
-        let size = crate::report::grid_size(c.charts.len(), crate::report::PANEL_SIZE);
-        crate::report::draw_png(&c.charts, &png, size)
-    }) {
-        Ok(()) => eprintln!("learning curve: {}", png.display()),
-        Err(e) => eprintln!("warning: cannot draw the learning curve: {e:#}"),
-    }
+    draw_curve(
+        cfg,
+        score_path,
+        &["preferred", "on_topic", "distinct", "loss"],
+    );
     let first = board.by_versions(0, 0);
     let last = board.recent(WINDOW);
     eprintln!(

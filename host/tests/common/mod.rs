@@ -134,3 +134,23 @@ pub fn python() -> String {
     }
     "python3".into()
 }
+
+/// The run settings a user would give as flags (`(key, value)`), with nothing read from the
+/// environment.
+pub fn inputs(flags: &[(&str, String)]) -> openclaw_host::config::ConfigInputs {
+    openclaw_host::config::ConfigInputs {
+        file: None,
+        flags: flags
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.to_string(),
+                    v.clone(),
+                    format!("--{}", k.replace('_', "-")),
+                )
+            })
+            .collect(),
+        sets: Vec::new(),
+        env: Box::new(|_| None),
+    }
+}

@@ -13,7 +13,8 @@
 #   .assets/openclaw/          the real OpenClaw agent (npm openclaw@2026.9.6) and the Node 24 it
 #                              needs (npm node@24.21.0), for the agent-client test
 # Needs cargo, npm, python3 (with venv), unzip and bubblewrap (`bwrap`, with /usr/bin/python3
-# for the sandboxed tools); nothing from a model hub.
+# and its pytest, git, jq, make and gcc for the sandboxed tools and tasks); nothing from a model
+# hub.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,6 +43,17 @@ if ! command -v bwrap >/dev/null; then
         "inside it: apt-get install bubblewrap (Debian, Ubuntu) or dnf install bubblewrap" >&2
     exit 1
 fi
+# The terminal environment's built-in tasks run these inside the sandbox (it sees /usr only).
+if ! /usr/bin/python3 -c 'import pytest' 2>/dev/null; then
+    echo "test.sh: the terminal tasks' tests need pytest for /usr/bin/python3: apt-get install python3-pytest" >&2
+    exit 1
+fi
+for tool in git jq make gcc; do
+    if ! command -v "$tool" >/dev/null; then
+        echo "test.sh: the terminal environment's built-in tasks need $tool: apt-get install $tool" >&2
+        exit 1
+    fi
+done
 
 echo "== test assets (npm and PyPI)"
 bash scripts/fetch-test-assets.sh

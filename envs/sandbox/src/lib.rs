@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use process::RunOutput;
+pub use process::{Background, RunOutput, Status};
 
 /// Resource limits of a sandboxed command.
 #[derive(Clone, Debug, PartialEq)]
@@ -96,6 +96,9 @@ pub struct SandboxConfig {
     pub read_only: Vec<PathBuf>,
     /// Where work directories are made (default: the system's temporary directory).
     pub workdir_root: Option<PathBuf>,
+    /// Where the work directory appears inside (and `HOME`, and where commands start):
+    /// `/work` by default; the terminal environment uses terminal-bench's `/app`.
+    pub work_mount: PathBuf,
 }
 
 impl Default for SandboxConfig {
@@ -106,6 +109,7 @@ impl Default for SandboxConfig {
             uid_base: 200_000,
             read_only: Vec::new(),
             workdir_root: None,
+            work_mount: PathBuf::from("/work"),
         }
     }
 }
@@ -163,6 +167,7 @@ pub struct Run {
     stdin: Vec<u8>,
     wall: Option<Duration>,
     env: Vec<(String, String)>,
+    binds: Vec<(PathBuf, PathBuf)>,
 }
 
 impl Run {
@@ -194,6 +199,14 @@ impl Run {
     /// One more environment variable inside.
     pub fn env(mut self, key: &str, value: &str) -> Self {
         self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// A host directory or file shown read-only at `inside` for this command only (a test
+    /// suite the agent must not see during its episode). `inside` must be absolute and outside
+    /// the work directory.
+    pub fn ro_bind(mut self, host: impl Into<PathBuf>, inside: impl Into<PathBuf>) -> Self {
+        self.binds.push((host.into(), inside.into()));
         self
     }
 }
@@ -328,7 +341,7 @@ impl Sandbox {
             &"/usr/local/bin:/usr/bin:/bin",
             &"--setenv",
             &"HOME",
-            &"/work",
+            &c.work_mount,
             &"--setenv",
             &"LANG",
             &"C.UTF-8",
@@ -366,6 +379,9 @@ impl Sandbox {
         for p in &c.read_only {
             push(&[&"--ro-bind", p, p]);
         }
+        for (host, inside) in &run.binds {
+            push(&[&"--ro-bind", host, inside]);
+        }
         let tmp = c.limits.tmp_bytes.to_string();
         push(&[
             &"--proc",
@@ -378,9 +394,9 @@ impl Sandbox {
             &"/tmp",
             &"--bind",
             &workdir,
-            &"/work",
+            &c.work_mount,
             &"--chdir",
-            &"/work",
+            &c.work_mount,
             &"--remount-ro",
             &"/",
             &"--disable-userns",
@@ -411,6 +427,12 @@ impl AsRefOs for String {
 }
 
 impl AsRefOs for PathBuf {
+    fn as_os(&self) -> OsString {
+        self.as_os_str().to_owned()
+    }
+}
+
+impl AsRefOs for Path {
     fn as_os(&self) -> OsString {
         self.as_os_str().to_owned()
     }
@@ -455,35 +477,52 @@ impl Workdir {
         self.uid
     }
 
-    /// Runs one command in the sandbox, with this directory at `/work`, to its end or its
-    /// wall clock.
+    /// Runs one command in the sandbox, with this directory at `/work` (the configured
+    /// `work_mount`), to its end or its wall clock.
     pub fn run(&self, run: &Run) -> Result<RunOutput, SandboxError> {
+        let out = process::run(self.spawn_of(run)?)?;
+        self.check_size()?;
+        Ok(out)
+    }
+
+    /// Starts one command in the sandbox and returns at once: a shell session's background
+    /// process, fed and read while it runs, killed at its wall clock or when dropped.
+    pub fn start(&self, run: &Run) -> Result<Background, SandboxError> {
+        Ok(process::start(self.spawn_of(run)?)?)
+    }
+
+    /// Whether the directory is within its size (a command left it larger: no command runs
+    /// after that).
+    pub fn check_size(&self) -> Result<(), SandboxError> {
+        let limits = &self.sandbox.inner.config.limits;
+        if !self.mounted && tree_bytes(self.dir.path()) > limits.work_bytes {
+            self.over.store(true, Ordering::Relaxed);
+            return Err(SandboxError::WorkdirFull(limits.work_bytes));
+        }
+        Ok(())
+    }
+
+    fn spawn_of<'a>(&'a self, run: &'a Run) -> Result<process::Spawn<'a>, SandboxError> {
         let inner = &self.sandbox.inner;
         let limits = &inner.config.limits;
         if self.over.load(Ordering::Relaxed) {
             return Err(SandboxError::WorkdirFull(limits.work_bytes));
         }
         let wall = run.wall.map_or(limits.wall, |w| w.min(limits.wall));
-        let args = self.sandbox.bwrap_args(self.dir.path(), run);
         let processes = match self.uid {
             Some(_) => limits.processes,
             // SAFETY: getuid has no preconditions.
             None => limits.processes + process::tasks_of_user(unsafe { libc::getuid() }),
         };
-        let out = process::run(process::Spawn {
+        Ok(process::Spawn {
             bwrap: &inner.bwrap,
-            args,
+            args: self.sandbox.bwrap_args(self.dir.path(), run),
             uid: self.uid,
             limits,
             processes,
             stdin: &run.stdin,
             wall,
-        })?;
-        if !self.mounted && tree_bytes(self.dir.path()) > limits.work_bytes {
-            self.over.store(true, Ordering::Relaxed);
-            return Err(SandboxError::WorkdirFull(limits.work_bytes));
-        }
-        Ok(out)
+        })
     }
 }
 

@@ -54,7 +54,9 @@ pub(crate) struct Spawn<'a> {
     pub wall: Duration,
 }
 
-pub(crate) fn run(s: Spawn) -> std::io::Result<RunOutput> {
+/// bubblewrap's command with the limits set in the child, every stream piped, in a process
+/// group of its own.
+fn command(s: &Spawn) -> Command {
     let l = s.limits;
     let cpu = l.cpu_seconds as libc::rlim_t;
     let rlimits: [(libc::__rlimit_resource_t, libc::rlim_t, libc::rlim_t); 6] = [
@@ -113,8 +115,13 @@ pub(crate) fn run(s: Spawn) -> std::io::Result<RunOutput> {
             Ok(())
         });
     }
+    cmd
+}
+
+pub(crate) fn run(s: Spawn) -> std::io::Result<RunOutput> {
+    let l = s.limits;
     let started = Instant::now();
-    let mut child = cmd.spawn()?;
+    let mut child = command(&s).spawn()?;
     let pid = child.id() as libc::pid_t;
     // Writing and reading on threads of their own, so a command that ignores its stdin or
     // fills one pipe while we wait on the other cannot stall us.
@@ -193,6 +200,183 @@ fn read_capped(mut r: impl Read, cap: usize) -> (Vec<u8>, bool) {
         }
     }
     (kept, more)
+}
+
+/// How a background command stands.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Status {
+    /// Still running.
+    Running,
+    /// Ended with this exit code (`None`: killed by a signal).
+    Exited(Option<i32>),
+    /// Killed at its wall clock, or because it was stopped.
+    Killed,
+}
+
+struct Shared {
+    /// stdout and stderr as they came, up to the cap.
+    output: Vec<u8>,
+    /// Bytes of `output` already handed out.
+    seen: usize,
+    /// Whether output past the cap was dropped.
+    dropped: bool,
+    status: Status,
+}
+
+/// A sandboxed command running in the background (a shell session's process): its output is
+/// collected as it comes, its stdin can be written, and it is killed at its wall clock, by
+/// [`Background::stop`], or when dropped.
+pub struct Background {
+    pid: libc::pid_t,
+    stdin: Option<std::process::ChildStdin>,
+    shared: std::sync::Arc<(std::sync::Mutex<Shared>, std::sync::Condvar)>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+pub(crate) fn start(s: Spawn) -> std::io::Result<Background> {
+    use std::sync::{atomic::AtomicBool, atomic::Ordering, Arc, Condvar, Mutex};
+    let cap = s.limits.output_bytes;
+    let mut child = command(&s).spawn()?;
+    let pid = child.id() as libc::pid_t;
+    let mut stdin = child.stdin.take();
+    if !s.stdin.is_empty() {
+        if let Some(w) = stdin.as_mut() {
+            let _ = w.write_all(s.stdin);
+        }
+    }
+    let shared = Arc::new((
+        Mutex::new(Shared {
+            output: Vec::new(),
+            seen: 0,
+            dropped: false,
+            status: Status::Running,
+        }),
+        Condvar::new(),
+    ));
+    let pipes: [Box<dyn Read + Send>; 2] = [
+        Box::new(child.stdout.take().expect("piped")),
+        Box::new(child.stderr.take().expect("piped")),
+    ];
+    for mut pipe in pipes {
+        let shared = shared.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8 << 10];
+            while let Ok(n @ 1..) = pipe.read(&mut buf) {
+                let (lock, cv) = &*shared;
+                let Ok(mut sh) = lock.lock() else { return };
+                let room = cap.saturating_sub(sh.output.len());
+                sh.output.extend_from_slice(&buf[..n.min(room)]);
+                sh.dropped |= n > room;
+                cv.notify_all();
+            }
+        });
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let deadline = Instant::now() + s.wall;
+    {
+        let (shared, stop) = (shared.clone(), stop.clone());
+        // The watcher owns the child: it alone reaps it, and kills the group (while the pid is
+        // still unreaped, so the group id is still ours) at the deadline or when told to.
+        std::thread::spawn(move || loop {
+            let status = match child.try_wait() {
+                Ok(Some(st)) => Some(Status::Exited(st.code())),
+                Err(_) => Some(Status::Exited(None)),
+                Ok(None) if stop.load(Ordering::Relaxed) || Instant::now() >= deadline => {
+                    // SAFETY: kill has no memory preconditions.
+                    unsafe { libc::kill(-pid, libc::SIGKILL) };
+                    let _ = child.wait();
+                    Some(Status::Killed)
+                }
+                Ok(None) => None,
+            };
+            if let Some(st) = status {
+                let (lock, cv) = &*shared;
+                if let Ok(mut sh) = lock.lock() {
+                    sh.status = st;
+                }
+                cv.notify_all();
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        });
+    }
+    Ok(Background {
+        pid,
+        stdin,
+        shared,
+        stop,
+    })
+}
+
+impl Background {
+    /// The process id of bubblewrap on the host.
+    pub fn pid(&self) -> u32 {
+        self.pid as u32
+    }
+
+    /// Writes to the command's stdin.
+    pub fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match self.stdin.as_mut() {
+            Some(w) => w.write_all(bytes).and_then(|_| w.flush()),
+            None => Err(std::io::Error::new(
+                std::io::ErrorKind::BrokenPipe,
+                "its stdin is closed",
+            )),
+        }
+    }
+
+    /// Closes the command's stdin (it reads end of file).
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// How it stands now.
+    pub fn status(&self) -> Status {
+        self.shared.0.lock().map_or(Status::Killed, |s| s.status)
+    }
+
+    /// The output that came since the last call (stdout and stderr in arrival order), and
+    /// whether some was dropped at the cap.
+    pub fn take_output(&self) -> (Vec<u8>, bool) {
+        let Ok(mut sh) = self.shared.0.lock() else {
+            return (Vec::new(), false);
+        };
+        let new = sh.output[sh.seen..].to_vec();
+        sh.seen = sh.output.len();
+        (new, sh.dropped)
+    }
+
+    /// Waits until it ends or `timeout` passes; how it stands then.
+    pub fn wait(&self, timeout: Duration) -> Status {
+        let end = Instant::now() + timeout;
+        let (lock, cv) = &*self.shared;
+        let Ok(mut sh) = lock.lock() else {
+            return Status::Killed;
+        };
+        while sh.status == Status::Running {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            sh = match cv.wait_timeout(sh, left) {
+                Ok((g, _)) => g,
+                Err(_) => return Status::Killed,
+            };
+        }
+        sh.status
+    }
+
+    /// Kills it (and everything in its sandbox) and waits for that.
+    pub fn stop(&self) -> Status {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.wait(Duration::from_secs(5))
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Tasks (processes and threads) the user `uid` has now, which `RLIMIT_NPROC` counts.

@@ -324,3 +324,94 @@ fn the_work_directory_cannot_grow_past_its_limit() {
         }
     }
 }
+
+#[test]
+fn a_background_command_is_fed_and_read_while_it_runs_and_dies_with_its_handle() {
+    use openclaw_sandbox::Status;
+    let sb = sandbox(short());
+    let w = sb.workdir().unwrap();
+    let mut bg = w
+        .start(&Run::shell(
+            "echo ready; while read line; do echo \"got $line\"; done; echo bye",
+        ))
+        .unwrap();
+    let until = |bg: &openclaw_sandbox::Background, want: &str| {
+        let mut seen = String::new();
+        let end = Instant::now() + Duration::from_secs(10);
+        while !seen.contains(want) && Instant::now() < end {
+            seen.push_str(&String::from_utf8_lossy(&bg.take_output().0));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        seen
+    };
+    assert_eq!(until(&bg, "ready"), "ready\n");
+    assert_eq!(bg.status(), Status::Running);
+    bg.write(b"one\n").unwrap();
+    assert_eq!(until(&bg, "got one"), "got one\n");
+    bg.close_stdin();
+    assert_eq!(bg.wait(Duration::from_secs(10)), Status::Exited(Some(0)));
+    assert_eq!(until(&bg, "bye"), "bye\n");
+
+    // One that would run on: killed when its handle goes, with everything it started.
+    let bg = w
+        .start(&Run::shell("sleep 636361 & sleep 636362; echo never"))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!host_processes_with("63636").is_empty());
+    drop(bg);
+    let end = Instant::now() + Duration::from_secs(5);
+    while !host_processes_with("63636").is_empty() && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        host_processes_with("63636").is_empty(),
+        "{:?}",
+        host_processes_with("63636")
+    );
+
+    // And at its wall clock.
+    let bg = w
+        .start(&Run::shell("sleep 100").wall(Duration::from_millis(500)))
+        .unwrap();
+    assert_eq!(bg.wait(Duration::from_secs(10)), Status::Killed);
+}
+
+#[test]
+fn a_run_can_see_a_read_only_directory_it_cannot_change_and_the_work_mount_can_move() {
+    let sb = Sandbox::new(SandboxConfig {
+        limits: short(),
+        work_mount: "/app".into(),
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    let w = sb.workdir().unwrap();
+    let shown = tempfile::tempdir().unwrap();
+    std::fs::write(shown.path().join("t.txt"), "test suite\n").unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(shown.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::set_permissions(
+            shown.path().join("t.txt"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+    }
+    let out = w
+        .run(
+            &Run::shell("pwd; echo $HOME; cat /tests/t.txt; echo x > /tests/t.txt || echo refused")
+                .ro_bind(shown.path(), "/tests"),
+        )
+        .unwrap();
+    assert_eq!(
+        out.stdout_text(),
+        "/app\n/app\ntest suite\nrefused\n",
+        "{out:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(shown.path().join("t.txt")).unwrap(),
+        "test suite\n"
+    );
+    // Not there for the next command.
+    let out = w.run(&Run::shell("ls /tests")).unwrap();
+    assert!(!out.success(), "{out:?}");
+}

@@ -78,9 +78,11 @@ pub fn open_env(spec: &str, files: &EnvFiles) -> Result<TimedEnv> {
 }
 
 /// The tasks of a task file: JSON Lines (or one JSON array) of objects. A line's `id` is its
-/// task id (else `task-<line>`), its `instruction` (or `question`, or `prompt`) what the agent is
-/// told, and the whole object the task's data, which the environment reads (the tool-call
-/// environment its `question` and `answer`). Errors name the line.
+/// task id (else its `task_name`, else `task-<line>`), its `instruction` (or `question`, or
+/// `prompt`) what the agent is told, and the whole object the task's data, which the
+/// environment reads (the tool-call environment its `question` and `answer`, the terminal one
+/// its `task_name` or `task_path`). The original terminal rows, `{"task": {…}}`, are read from
+/// their inner object. Errors name the line.
 pub fn read_tasks(path: &Path) -> Result<Vec<Task>> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the task file {}", path.display()))?;
@@ -104,8 +106,14 @@ pub fn read_tasks(path: &Path) -> Result<Vec<Task>> {
     };
     let mut tasks = Vec::with_capacity(items.len());
     for (line, v) in items {
-        let Some(o) = v.as_object() else {
+        let Some(outer) = v.as_object() else {
             bail!("{}:{line}: a task must be a JSON object", path.display());
+        };
+        // The original terminal environment's rows nest the task: `{"task": {task_name,
+        // task_path, instruction, …}}`.
+        let o = match outer.get("task").and_then(Value::as_object) {
+            Some(inner) if !outer.contains_key("instruction") => inner,
+            _ => outer,
         };
         let last_message = o
             .get("messages")
@@ -123,7 +131,7 @@ pub fn read_tasks(path: &Path) -> Result<Vec<Task>> {
                     path.display()
                 )
             })?;
-        let id = match o.get("id") {
+        let id = match o.get("id").or(o.get("task_name")) {
             Some(Value::String(s)) => s.clone(),
             Some(Value::Number(n)) => n.to_string(),
             _ => format!("task-{line}"),
@@ -223,5 +231,18 @@ mod tests {
         std::fs::write(&p, "{oops\n").unwrap();
         let e = format!("{:#}", read_tasks(&p).unwrap_err());
         assert!(e.contains("t.jsonl:1: not JSON"), "{e}");
+        // The original terminal environment's rows.
+        std::fs::write(
+            &p,
+            "{\"task\": {\"task_name\": \"hello\", \"task_path\": \"/t/hello\", \"instruction\": \"Say hi\", \"data_source\": \"tb\"}}\n",
+        )
+        .unwrap();
+        let t = read_tasks(&p).unwrap();
+        assert_eq!(
+            (t[0].id.as_str(), t[0].instruction.as_str()),
+            ("hello", "Say hi")
+        );
+        let data: Value = serde_json::from_str(&t[0].data_json).unwrap();
+        assert_eq!(data["task"]["task_path"], "/t/hello");
     }
 }

@@ -1,0 +1,196 @@
+//! Tasks in the terminal-bench 1.x layout: a folder per task with `task.yaml` (the
+//! instruction and limits), `run-tests.sh` and `tests/` (run after the episode, never shown to
+//! the agent), `solution.sh` (the reference), and, instead of the Dockerfile this machine
+//! cannot build, an optional `setup.sh` that prepares `/app` in the sandbox.
+
+use std::path::{Path, PathBuf};
+
+use openclaw_plugin_api::serde::Deserialize;
+use openclaw_plugin_api::PluginResult;
+
+mod builtin {
+    include!(concat!(env!("OUT_DIR"), "/builtin_tasks.rs"));
+}
+
+/// `task.yaml`: the keys this environment reads (others, such as `author_email` or
+/// `expert_time_estimate_min`, are allowed and ignored).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(crate = "openclaw_plugin_api::serde", default)]
+pub struct TaskYaml {
+    /// What the agent is told.
+    pub instruction: String,
+    /// The older form: `[{key: base, description: …}]`.
+    pub descriptions: Vec<Description>,
+    /// `easy`, `medium` or `hard`.
+    pub difficulty: String,
+    /// The task's kind (`file-operations`, `git`, …).
+    pub category: String,
+    /// Free labels.
+    pub tags: Vec<String>,
+    /// How the tests' output is read: only `pytest`.
+    pub parser_name: String,
+    /// Seconds the agent may take (recorded; the host's step limits apply).
+    pub max_agent_timeout_sec: f64,
+    /// Seconds the tests may take.
+    pub max_test_timeout_sec: f64,
+}
+
+/// One entry of the older `descriptions` list.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(crate = "openclaw_plugin_api::serde", default)]
+pub struct Description {
+    /// `base` for the instruction.
+    pub key: String,
+    /// Its text.
+    pub description: String,
+}
+
+impl Default for TaskYaml {
+    fn default() -> Self {
+        TaskYaml {
+            instruction: String::new(),
+            descriptions: Vec::new(),
+            difficulty: String::new(),
+            category: String::new(),
+            tags: Vec::new(),
+            parser_name: "pytest".into(),
+            max_agent_timeout_sec: 360.0,
+            max_test_timeout_sec: 60.0,
+        }
+    }
+}
+
+/// One task, checked.
+#[derive(Clone, Debug)]
+pub struct TaskSpec {
+    /// Its folder's name.
+    pub name: String,
+    /// Its folder.
+    pub dir: PathBuf,
+    /// Its `task.yaml`.
+    pub yaml: TaskYaml,
+}
+
+impl TaskSpec {
+    /// Reads and checks the task in `dir`; errors name the task and what is wrong.
+    pub fn load(dir: &Path) -> PluginResult<TaskSpec> {
+        let name = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| format!("{}: not a task folder name", dir.display()))?
+            .to_string();
+        let yaml_path = dir.join("task.yaml");
+        let text = std::fs::read_to_string(&yaml_path)
+            .map_err(|e| format!("task `{name}`: {}: {e}", yaml_path.display()))?;
+        let mut yaml: TaskYaml =
+            serde_norway::from_str(&text).map_err(|e| format!("task `{name}`: task.yaml: {e}"))?;
+        if yaml.instruction.trim().is_empty() {
+            if let Some(d) = yaml.descriptions.iter().find(|d| d.key == "base") {
+                yaml.instruction = d.description.clone();
+            }
+        }
+        if yaml.instruction.trim().is_empty() {
+            return Err(format!("task `{name}`: task.yaml has no `instruction`"));
+        }
+        if yaml.parser_name != "pytest" {
+            return Err(format!(
+                "task `{name}`: parser_name `{}` is not supported; tests are read as pytest's summary",
+                yaml.parser_name
+            ));
+        }
+        if !yaml.max_test_timeout_sec.is_finite() || yaml.max_test_timeout_sec <= 0.0 {
+            return Err(format!(
+                "task `{name}`: max_test_timeout_sec must be positive, got {}",
+                yaml.max_test_timeout_sec
+            ));
+        }
+        for needed in ["run-tests.sh", "tests"] {
+            if !dir.join(needed).exists() {
+                return Err(format!(
+                    "task `{name}`: {} is missing (a task needs task.yaml, run-tests.sh and tests/)",
+                    dir.join(needed).display()
+                ));
+            }
+        }
+        Ok(TaskSpec {
+            name,
+            dir: dir.to_path_buf(),
+            yaml,
+        })
+    }
+
+    /// The first message, worded as the original's.
+    pub fn prompt(&self) -> String {
+        format!(
+            "Task name:{}\nTask instruction: {}",
+            self.name,
+            self.yaml.instruction.trim()
+        )
+    }
+
+    /// Its `setup.sh`, when it has one.
+    pub fn setup(&self) -> Option<PathBuf> {
+        Some(self.dir.join("setup.sh")).filter(|p| p.is_file())
+    }
+
+    /// Its `solution.sh`, when it has one.
+    pub fn solution(&self) -> Option<PathBuf> {
+        Some(self.dir.join("solution.sh")).filter(|p| p.is_file())
+    }
+}
+
+/// Every task folder under `root` (sorted by name; hidden folders skipped).
+pub fn load_all(root: &Path) -> PluginResult<Vec<TaskSpec>> {
+    let entries =
+        std::fs::read_dir(root).map_err(|e| format!("env.tasks_dir `{}`: {e}", root.display()))?;
+    let mut dirs: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .filter(|p| {
+            !p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('.'))
+        })
+        .collect();
+    dirs.sort();
+    let tasks = dirs
+        .iter()
+        .map(|d| TaskSpec::load(d))
+        .collect::<PluginResult<Vec<_>>>()?;
+    if tasks.is_empty() {
+        return Err(format!(
+            "env.tasks_dir `{}` holds no task folders",
+            root.display()
+        ));
+    }
+    Ok(tasks)
+}
+
+/// Writes the built-in tasks into `dir` (scripts executable, everything readable by the
+/// sandbox's user).
+pub fn extract_builtin(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |m| std::fs::Permissions::from_mode(m);
+    std::fs::set_permissions(dir, mode(0o755))?;
+    for (rel, bytes) in builtin::FILES {
+        let path = dir.join(rel);
+        let mut parent = path.parent();
+        while let Some(p) = parent.filter(|p| *p != dir) {
+            std::fs::create_dir_all(p)?;
+            std::fs::set_permissions(p, mode(0o755))?;
+            parent = p.parent();
+        }
+        std::fs::write(&path, bytes)?;
+        let exec = rel.ends_with(".sh");
+        std::fs::set_permissions(&path, mode(if exec { 0o755 } else { 0o644 }))?;
+    }
+    Ok(())
+}
+
+/// Number of built-in tasks.
+pub fn builtin_count() -> usize {
+    builtin::FILES
+        .iter()
+        .filter(|(rel, _)| rel.ends_with("/task.yaml"))
+        .count()
+}

@@ -1,0 +1,3 @@
+#!/bin/bash
+# The reference solution.
+jq -r '.[] | select(.active) | .email' /app/users.json | sort > /app/emails.txt

@@ -1,0 +1,3 @@
+#!/bin/bash
+# The reference solution.
+ln -sfn releases/v3 /app/current

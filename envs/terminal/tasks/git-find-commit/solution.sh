@@ -1,0 +1,3 @@
+#!/bin/bash
+# The reference solution.
+cd /app/repo && git log --format=%H --grep='fix bug' > /app/commit.txt

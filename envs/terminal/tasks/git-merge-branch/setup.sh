@@ -1,0 +1,6 @@
+#!/bin/bash
+# Prepares /app (in place of the Dockerfile).
+set -e
+mkdir -p /app/repo && cd /app/repo && git init -q -b main
+echo 'print("app v1")' > app.py && git add app.py && git commit -qm 'Add app'
+git checkout -qb docs && echo '# Guide' > GUIDE.md && git add GUIDE.md && git commit -qm 'Add guide' && git checkout -q main

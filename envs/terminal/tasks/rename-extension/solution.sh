@@ -1,0 +1,3 @@
+#!/bin/bash
+# The reference solution.
+cd /app/notes && for f in *.txt; do mv -- "$f" "${f%.txt}.md"; done

@@ -12,6 +12,7 @@ pub mod collect;
 pub mod config;
 pub mod data;
 pub mod default_model;
+pub mod env_pool;
 pub mod episodes;
 pub mod eval;
 pub mod judge;

@@ -32,6 +32,7 @@ pub fn run(flags: &EvalFlags, env_spec: &str) -> Result<i32> {
         &EnvFiles {
             config: flags.env_config.clone(),
             tools: flags.tools_config.clone(),
+            pool_urls: flags.env_pool_url.clone(),
         },
     )?;
     let call = Duration::from_secs(flags.env_call_timeout.max(1));

@@ -53,6 +53,10 @@ pub struct EvalFlags {
     /// environment's configuration.
     #[arg(long, env = "TOOLS_CONFIG")]
     pub tools_config: Option<PathBuf>,
+    /// Run the episodes on remote environment pools (`env-pool serve`, or the original's
+    /// terminal workers), comma-separated in failover order, instead of loading the plugin here.
+    #[arg(long, env = "ENV_POOL_URL", value_delimiter = ',')]
+    pub env_pool_url: Vec<String>,
     /// Episodes running at once.
     #[arg(long, env = "PARALLEL_ENVS", default_value_t = 4)]
     pub parallel_envs: usize,

@@ -6,6 +6,7 @@ mod buffer_cmd;
 mod config_cmd;
 pub mod default_model_cmd;
 pub mod env_eval_cmd;
+pub mod env_pool_cmd;
 pub mod eval_cmd;
 mod export_cmd;
 pub mod flags;
@@ -36,6 +37,14 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// `env-pool` commands.
+#[derive(Subcommand, Debug)]
+pub enum EnvPoolCommand {
+    /// Host the environment and answer /allocate, /heartbeat, /reset, /step, /exec_tool,
+    /// /evaluate, /close, /tasks, /status and /healthz until Ctrl-C or SIGTERM.
+    Serve(env_pool_cmd::ServeFlags),
+}
+
 /// The commands.
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -47,6 +56,13 @@ pub enum Command {
     },
     /// Print the fully resolved run configuration, each value annotated with its source.
     Config(flags::RunFlags),
+    /// Serve an environment plugin to runs on other machines (the lease protocol; see
+    /// `--env-pool-url` of run and eval).
+    EnvPool {
+        /// The env-pool command.
+        #[command(subcommand)]
+        command: EnvPoolCommand,
+    },
     /// Write a randomly initialised model directory (config, safetensors, tokenizer).
     InitModel {
         /// The architecture.
@@ -298,6 +314,9 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Plugins { command } => plugins::run(command),
         Command::Config(flags) => config_cmd::run(&flags),
+        Command::EnvPool {
+            command: EnvPoolCommand::Serve(flags),
+        } => env_pool_cmd::serve(&flags),
         Command::Buffer { command } => buffer_cmd::run(command),
         Command::Plot(args) => plot_cmd::run(&args),
         Command::InitModel {

@@ -508,6 +508,14 @@ pub const KEYS: &[KeySpec] = &[
         "the tools and their limits: a TOML file of [tools.<name>] tables added to the environment's configuration",
     ),
     key(
+        "env_pool_url",
+        Str,
+        "\"\"",
+        &["ENV_POOL_URL"],
+        "env-pool-url",
+        "run the episodes on remote environment pools (env-pool serve, or the original's terminal workers), comma-separated in failover order; empty: load the plugin here",
+    ),
+    key(
         "env_split",
         Str,
         "\"train\"",

@@ -71,6 +71,7 @@ pub struct RunConfig {
     pub env: String,
     pub env_config: String,
     pub tools_config: String,
+    pub env_pool_url: String,
     pub env_split: String,
     pub parallel_envs: u32,
     pub max_episode_steps: u32,
@@ -252,6 +253,7 @@ const RULES: &[Rule] = &[
         let set: Vec<&str> = [
             ("env_config", !c.env_config.is_empty()),
             ("tools_config", !c.tools_config.is_empty()),
+            ("env_pool_url", !c.env_pool_url.is_empty()),
             ("env_split", c.env_split != "train"),
             ("max_episode_steps", c.max_episode_steps != 16),
             ("env_call_timeout", c.env_call_timeout != 60),

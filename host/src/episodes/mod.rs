@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, Result};
-use openclaw_plugin_api::{Action, Evaluation, Message, Task};
+use openclaw_plugin_api::{Action, Evaluation, Message, Observation, StepOutcome, Task};
 
 use crate::plugin::EnvHandle;
 
@@ -148,16 +148,81 @@ impl Episode {
     }
 }
 
+/// The calls of an environment, wherever it runs: a plugin loaded here ([`EnvHandle`]) or a
+/// remote pool ([`crate::env_pool::RemoteEnv`]).
+pub trait EnvCalls: Send + Sync {
+    /// Its name, for messages.
+    fn plugin(&self) -> &str;
+    /// The tasks of a split.
+    fn tasks(&self, split: &str) -> Result<Vec<Task>>;
+    /// Starts an episode.
+    fn reset(&self, task: &Task, seed: u64) -> Result<(u64, Observation)>;
+    /// Applies an action.
+    fn step(&self, episode: u64, action: &Action) -> Result<StepOutcome>;
+    /// Scores an episode after its loop (`Ok(None)`: it scores by step rewards).
+    fn evaluate(&self, episode: u64) -> Result<Option<Evaluation>>;
+    /// Ends an episode.
+    fn close(&self, episode: u64) -> Result<()>;
+}
+
+impl EnvCalls for EnvHandle {
+    fn plugin(&self) -> &str {
+        EnvHandle::plugin(self)
+    }
+    fn tasks(&self, split: &str) -> Result<Vec<Task>> {
+        EnvHandle::tasks(self, split)
+    }
+    fn reset(&self, task: &Task, seed: u64) -> Result<(u64, Observation)> {
+        EnvHandle::reset(self, task, seed)
+    }
+    fn step(&self, episode: u64, action: &Action) -> Result<StepOutcome> {
+        EnvHandle::step(self, episode, action)
+    }
+    fn evaluate(&self, episode: u64) -> Result<Option<Evaluation>> {
+        EnvHandle::evaluate(self, episode)
+    }
+    fn close(&self, episode: u64) -> Result<()> {
+        EnvHandle::close(self, episode)
+    }
+}
+
 /// An environment whose every call has a deadline.
 #[derive(Clone)]
 pub struct TimedEnv {
-    env: Arc<EnvHandle>,
+    env: Arc<dyn EnvCalls>,
 }
 
 impl TimedEnv {
     /// Wraps a constructed environment.
     pub fn new(env: EnvHandle) -> Self {
         TimedEnv { env: Arc::new(env) }
+    }
+
+    /// Wraps an environment reached some other way (a remote pool).
+    pub fn with_calls(env: Arc<dyn EnvCalls>) -> Self {
+        TimedEnv { env }
+    }
+
+    /// Starts an episode within `timeout`.
+    pub fn reset(&self, task: &Task, seed: u64, timeout: Duration) -> Result<(u64, Observation)> {
+        let t = task.clone();
+        self.call("reset", timeout, move |e| e.reset(&t, seed))
+    }
+
+    /// Applies an action within `timeout`.
+    pub fn step(&self, episode: u64, action: &Action, timeout: Duration) -> Result<StepOutcome> {
+        let a = action.clone();
+        self.call("step", timeout, move |e| e.step(episode, &a))
+    }
+
+    /// Scores an episode within `timeout`.
+    pub fn evaluate(&self, episode: u64, timeout: Duration) -> Result<Option<Evaluation>> {
+        self.call("evaluate", timeout, move |e| e.evaluate(episode))
+    }
+
+    /// Ends an episode within `timeout`.
+    pub fn close(&self, episode: u64, timeout: Duration) -> Result<()> {
+        self.call("close", timeout, move |e| e.close(episode))
     }
 
     /// The plugin's name.
@@ -176,14 +241,14 @@ impl TimedEnv {
         &self,
         what: &str,
         timeout: Duration,
-        f: impl FnOnce(&EnvHandle) -> Result<T> + Send + 'static,
+        f: impl FnOnce(&dyn EnvCalls) -> Result<T> + Send + 'static,
     ) -> Result<T> {
         let env = Arc::clone(&self.env);
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
             .name(format!("env-{what}"))
             .spawn(move || {
-                let _ = tx.send(f(&env));
+                let _ = tx.send(f(env.as_ref()));
             })?;
         match rx.recv_timeout(timeout) {
             Ok(r) => r,

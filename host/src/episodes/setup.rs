@@ -33,6 +33,9 @@ pub struct EnvFiles {
     /// The tools and their limits (`TOOLS_CONFIG`): a TOML file of `[tools.<name>]` tables,
     /// added to the configuration.
     pub tools: Option<PathBuf>,
+    /// Remote pools serving the environment (`ENV_POOL_URL`, in failover order): when given,
+    /// nothing is loaded here and the pools' own configuration applies.
+    pub pool_urls: Vec<String>,
 }
 
 /// Reads a `TOOLS_CONFIG` file: TOML with a `[tools]` table and nothing else (anything else
@@ -54,6 +57,25 @@ fn tools_text(path: &Path) -> Result<String> {
 /// Opens the environment `spec` configured by `files`, building the plugin when its library
 /// is stale.
 pub fn open_env(spec: &str, files: &EnvFiles) -> Result<TimedEnv> {
+    if !files.pool_urls.is_empty() {
+        if files.config.is_some() || files.tools.is_some() {
+            bail!("ENV_CONFIG and TOOLS_CONFIG configure an environment loaded here; with --env-pool-url the pools run it with their own (give them to `env-pool serve`)");
+        }
+        // The environment's name, for messages: what --env names, without its folders.
+        let name = Path::new(spec)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or(spec);
+        let remote = crate::env_pool::RemoteEnv::connect(
+            name,
+            &crate::env_pool::client::RemoteOptions {
+                urls: files.pool_urls.clone(),
+                timeout: Duration::from_secs(330),
+                heartbeat: Duration::from_secs(30),
+            },
+        )?;
+        return Ok(TimedEnv::with_calls(std::sync::Arc::new(remote)));
+    }
     let plugin = LoadedPlugin::open(&env_location(spec)?)?;
     let mut config = match &files.config {
         Some(p) => std::fs::read_to_string(p)

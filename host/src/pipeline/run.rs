@@ -299,6 +299,7 @@ where
                 &EnvFiles {
                     config: path(&cfg.env_config),
                     tools: path(&cfg.tools_config),
+                    pool_urls: pool_urls(&cfg.env_pool_url),
                 },
             )?;
             let call = Duration::from_secs(cfg.env_call_timeout);
@@ -774,4 +775,13 @@ impl Drop for PipelineHandle {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The pools of `--env-pool-url`: comma-separated, blanks dropped.
+fn pool_urls(list: &str) -> Vec<String> {
+    list.split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(str::to_string)
+        .collect()
 }

@@ -1,0 +1,96 @@
+//! `env-pool serve`: an environment plugin behind the lease protocol, for runs on other machines.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use crate::env_pool::server::{router, spawn_reaper, Pool, PoolOptions};
+use crate::episodes::setup::{open_env, EnvFiles};
+
+/// Flags of `env-pool serve`.
+#[derive(clap::Args, Debug)]
+pub struct ServeFlags {
+    /// The environment: a crate directory, a library, or a name under envs/.
+    #[arg(long, env = "ENV_TYPE")]
+    pub env: String,
+    /// The environment's configuration file (TOML); the plugin's default when not given.
+    #[arg(long, env = "ENV_CONFIG")]
+    pub env_config: Option<PathBuf>,
+    /// The tools and their limits: a TOML file of [tools.<name>] tables.
+    #[arg(long, env = "TOOLS_CONFIG")]
+    pub tools_config: Option<PathBuf>,
+    /// Address to listen on (a non-loopback one serves other machines; the protocol has no
+    /// authentication, so keep it on a private network).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: String,
+    /// Port (0: any free one, printed at start).
+    #[arg(long, default_value_t = 18081)]
+    pub port: u16,
+    /// Leases (episodes) at once; more are answered 429 RUN_SLOTS_EXHAUSTED.
+    #[arg(long, env = "WORKER_MAX_RUNS", default_value_t = 16)]
+    pub max_leases: usize,
+    /// Leases of one task at once; more are answered 429 TASK_SLOTS_EXHAUSTED.
+    #[arg(long, env = "WORKER_MAX_RUNS_PER_TASK", default_value_t = 8)]
+    pub max_leases_per_task: usize,
+    /// Seconds a lease may go without a call or heartbeat before it is closed.
+    #[arg(long, env = "WORKER_RUN_IDLE_TTL", default_value_t = 600)]
+    pub idle_ttl: u64,
+    /// Seconds each environment call but evaluate may take.
+    #[arg(long, default_value_t = 60)]
+    pub env_call_timeout: u64,
+    /// Seconds evaluate may take.
+    #[arg(long, default_value_t = 300)]
+    pub evaluate_timeout: u64,
+}
+
+/// Runs `env-pool serve` until Ctrl-C or SIGTERM.
+pub fn serve(flags: &ServeFlags) -> Result<i32> {
+    if flags.max_leases == 0 || flags.max_leases_per_task == 0 || flags.idle_ttl == 0 {
+        anyhow::bail!("--max-leases, --max-leases-per-task and --idle-ttl must be at least 1");
+    }
+    let env = open_env(
+        &flags.env,
+        &EnvFiles {
+            config: flags.env_config.clone(),
+            tools: flags.tools_config.clone(),
+            ..EnvFiles::default()
+        },
+    )?;
+    let name = env.plugin().to_string();
+    let pool = Pool::new(
+        env,
+        PoolOptions {
+            max_leases: flags.max_leases,
+            max_leases_per_task: flags.max_leases_per_task,
+            idle_ttl: Duration::from_secs(flags.idle_ttl),
+            call_timeout: Duration::from_secs(flags.env_call_timeout.max(1)),
+            evaluate_timeout: Duration::from_secs(flags.evaluate_timeout.max(1)),
+        },
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind((flags.host.as_str(), flags.port))
+            .await
+            .with_context(|| format!("binding {}:{}", flags.host, flags.port))?;
+        let addr = listener.local_addr()?;
+        println!("environment pool `{name}` serving on http://{addr} ({} leases, {} per task, idle ones closed after {} s)",
+            flags.max_leases, flags.max_leases_per_task, flags.idle_ttl);
+        spawn_reaper(pool.clone());
+        axum::serve(listener, router(pool))
+            .with_graceful_shutdown(async {
+                let mut term =
+                    tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                        .expect("SIGTERM handler");
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            })
+            .await?;
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(0)
+}

@@ -1,0 +1,488 @@
+//! `env-pool serve`: one environment plugin behind the lease protocol.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use openclaw_plugin_api::abi_stable::std_types::ROption;
+use openclaw_plugin_api::{Action, Message, Observation, StepOutcome, Task};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::data::messages::{from_json, to_json};
+use crate::episodes::TimedEnv;
+
+/// Settings of a pool.
+#[derive(Clone, Debug)]
+pub struct PoolOptions {
+    /// Leases at once (`RUN_SLOTS_EXHAUSTED` past it).
+    pub max_leases: usize,
+    /// Leases of one task at once (`TASK_SLOTS_EXHAUSTED` past it).
+    pub max_leases_per_task: usize,
+    /// A lease with no call for this long is closed.
+    pub idle_ttl: Duration,
+    /// Deadline of each environment call but `evaluate`.
+    pub call_timeout: Duration,
+    /// Deadline of `evaluate`.
+    pub evaluate_timeout: Duration,
+}
+
+impl Default for PoolOptions {
+    fn default() -> Self {
+        PoolOptions {
+            max_leases: 16,
+            max_leases_per_task: 8,
+            idle_ttl: Duration::from_secs(600),
+            call_timeout: Duration::from_secs(60),
+            evaluate_timeout: Duration::from_secs(300),
+        }
+    }
+}
+
+struct Lease {
+    task_key: String,
+    request_id: String,
+    episode: Option<u64>,
+    last_seen: Instant,
+}
+
+/// The pool's state.
+pub struct Pool {
+    env: TimedEnv,
+    opts: PoolOptions,
+    leases: Mutex<HashMap<String, Lease>>,
+    next: AtomicU64,
+    /// Leases closed by the reaper, for `/status`.
+    reaped: AtomicU64,
+    /// Leases granted since the start, for `/status`.
+    granted: AtomicU64,
+}
+
+/// An error reply: HTTP status, message and, for a full pool, its code.
+struct Failure(StatusCode, String, Option<&'static str>);
+
+impl IntoResponse for Failure {
+    fn into_response(self) -> Response {
+        let mut body = json!({"ok": false, "error": self.1});
+        if let Some(code) = self.2 {
+            body["code"] = json!(code);
+        }
+        (self.0, Json(body)).into_response()
+    }
+}
+
+fn bad(msg: impl Into<String>) -> Failure {
+    Failure(StatusCode::BAD_REQUEST, msg.into(), None)
+}
+
+type Reply = Result<Json<Value>, Failure>;
+
+impl Pool {
+    /// A pool over `env`.
+    pub fn new(env: TimedEnv, opts: PoolOptions) -> Arc<Pool> {
+        Arc::new(Pool {
+            env,
+            opts,
+            leases: Mutex::default(),
+            next: AtomicU64::new(1),
+            reaped: AtomicU64::new(0),
+            granted: AtomicU64::new(0),
+        })
+    }
+
+    /// The lease's episode, marking it seen.
+    fn episode_of(&self, lease_id: &str) -> Result<u64, Failure> {
+        let mut leases = self.leases.lock().expect("lease table");
+        let lease = leases.get_mut(lease_id).ok_or_else(|| no_lease(lease_id))?;
+        lease.last_seen = Instant::now();
+        lease.episode.ok_or_else(|| {
+            Failure(
+                StatusCode::CONFLICT,
+                format!("lease `{lease_id}` has no episode yet: call /reset first"),
+                None,
+            )
+        })
+    }
+
+    /// Closes every lease idle past the limit; how many.
+    pub fn reap(&self) -> usize {
+        let expired: Vec<(String, Option<u64>)> = {
+            let mut leases = self.leases.lock().expect("lease table");
+            let old: Vec<String> = leases
+                .iter()
+                .filter(|(_, l)| l.last_seen.elapsed() > self.opts.idle_ttl)
+                .map(|(k, _)| k.clone())
+                .collect();
+            old.into_iter()
+                .filter_map(|k| leases.remove(&k).map(|l| (k, l.episode)))
+                .collect()
+        };
+        for (id, episode) in &expired {
+            tracing::info!(lease = %id, "idle past {:?}: closed", self.opts.idle_ttl);
+            if let Some(ep) = episode {
+                if let Err(e) = self.env.close(*ep, self.opts.call_timeout) {
+                    tracing::warn!(lease = %id, "closing its episode: {e:#}");
+                }
+            }
+        }
+        self.reaped
+            .fetch_add(expired.len() as u64, Ordering::Relaxed);
+        expired.len()
+    }
+}
+
+fn no_lease(id: &str) -> Failure {
+    Failure(
+        StatusCode::NOT_FOUND,
+        format!("no lease `{id}` (never allocated, closed, or reaped after idling)"),
+        None,
+    )
+}
+
+fn env_failed(e: anyhow::Error) -> Failure {
+    let text = format!("{e:#}");
+    let status = if text.contains("did not return within") {
+        StatusCode::GATEWAY_TIMEOUT
+    } else {
+        StatusCode::INTERNAL_SERVER_ERROR
+    };
+    Failure(status, text, None)
+}
+
+/// The routes.
+pub fn router(pool: Arc<Pool>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { Json(json!({"ok": true})) }))
+        .route("/status", get(status))
+        .route("/tasks", get(tasks))
+        .route("/allocate", post(allocate))
+        .route("/heartbeat", post(heartbeat))
+        .route("/reset", post(reset))
+        .route("/step", post(step))
+        .route("/exec_tool", post(exec_tool))
+        .route("/evaluate", post(evaluate))
+        .route("/close", post(close))
+        .with_state(pool)
+}
+
+/// Runs the reaper every quarter of the idle limit (at most every 5 s) until the process ends.
+pub fn spawn_reaper(pool: Arc<Pool>) {
+    let every = (pool.opts.idle_ttl / 4).clamp(Duration::from_millis(100), Duration::from_secs(5));
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            let p = Arc::clone(&pool);
+            let _ = tokio::task::spawn_blocking(move || p.reap()).await;
+        }
+    });
+}
+
+/// Runs a blocking environment call off the async workers.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    tokio::task::spawn_blocking(f)
+        .await
+        .expect("environment call thread")
+}
+
+async fn status(State(pool): State<Arc<Pool>>) -> Json<Value> {
+    let leases = pool.leases.lock().expect("lease table").len();
+    Json(json!({
+        "ok": true,
+        "protocol": super::PROTOCOL,
+        "env": pool.env.plugin(),
+        "leases": leases,
+        "max_leases": pool.opts.max_leases,
+        "max_leases_per_task": pool.opts.max_leases_per_task,
+        "idle_ttl_s": pool.opts.idle_ttl.as_secs_f64(),
+        "reaped": pool.reaped.load(Ordering::Relaxed),
+        "granted": pool.granted.load(Ordering::Relaxed),
+    }))
+}
+
+#[derive(Deserialize)]
+struct SplitQuery {
+    #[serde(default = "train")]
+    split: String,
+}
+
+fn train() -> String {
+    "train".into()
+}
+
+async fn tasks(State(pool): State<Arc<Pool>>, Query(q): Query<SplitQuery>) -> Reply {
+    let timeout = pool.opts.call_timeout;
+    let env = pool.env.clone();
+    let tasks = blocking(move || env.tasks(&q.split, timeout))
+        .await
+        .map_err(env_failed)?;
+    let tasks: Vec<Value> = tasks
+        .iter()
+        .map(|t| json!({"id": t.id.as_str(), "instruction": t.instruction.as_str(), "data_json": t.data_json.as_str()}))
+        .collect();
+    Ok(Json(json!({"ok": true, "tasks": tasks})))
+}
+
+/// A request body, with the fields every call names read out.
+fn field<'a>(body: &'a Value, key: &str) -> Result<&'a str, Failure> {
+    body.get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| bad(format!("the request needs a string `{key}`")))
+}
+
+async fn allocate(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Reply {
+    let task_key = field(&body, "task_key")?.to_string();
+    let request_id = field(&body, "request_id")?.to_string();
+    let mut leases = pool.leases.lock().expect("lease table");
+    if let Some((id, lease)) = leases
+        .iter_mut()
+        .find(|(_, l)| l.task_key == task_key && l.request_id == request_id)
+    {
+        lease.last_seen = Instant::now();
+        return Ok(Json(json!({"ok": true, "lease_id": id, "reused": true})));
+    }
+    if leases.len() >= pool.opts.max_leases {
+        return Err(Failure(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "all {} leases are taken; try another pool or later",
+                pool.opts.max_leases
+            ),
+            Some("RUN_SLOTS_EXHAUSTED"),
+        ));
+    }
+    let of_task = leases.values().filter(|l| l.task_key == task_key).count();
+    if of_task >= pool.opts.max_leases_per_task {
+        return Err(Failure(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "task `{task_key}` has its {} leases; try another pool or later",
+                pool.opts.max_leases_per_task
+            ),
+            Some("TASK_SLOTS_EXHAUSTED"),
+        ));
+    }
+    let n = pool.next.fetch_add(1, Ordering::Relaxed);
+    pool.granted.fetch_add(1, Ordering::Relaxed);
+    // Unique across restarts of the pool too: a stale id from before one never matches.
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    let id = format!("run-{:016x}", stamp ^ n.rotate_left(40));
+    leases.insert(
+        id.clone(),
+        Lease {
+            task_key,
+            request_id,
+            episode: None,
+            last_seen: Instant::now(),
+        },
+    );
+    Ok(Json(json!({"ok": true, "lease_id": id, "reused": false})))
+}
+
+async fn heartbeat(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Reply {
+    let id = field(&body, "lease_id")?;
+    let mut leases = pool.leases.lock().expect("lease table");
+    let lease = leases.get_mut(id).ok_or_else(|| no_lease(id))?;
+    lease.last_seen = Instant::now();
+    Ok(Json(json!({"ok": true})))
+}
+
+/// An observation as JSON: OpenAI messages and the tools array.
+pub fn observation_json(o: &Observation) -> Value {
+    let tools: Value = serde_json::from_str(&o.tools_json).unwrap_or(Value::Array(Vec::new()));
+    json!({
+        "messages": o.messages.iter().map(to_json).collect::<Vec<_>>(),
+        "tools": tools,
+    })
+}
+
+async fn reset(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Reply {
+    let lease_id = field(&body, "lease_id")?.to_string();
+    let task_key = {
+        let mut leases = pool.leases.lock().expect("lease table");
+        let lease = leases
+            .get_mut(&lease_id)
+            .ok_or_else(|| no_lease(&lease_id))?;
+        if lease.episode.is_some() {
+            return Err(Failure(
+                StatusCode::CONFLICT,
+                format!("lease `{lease_id}` is already reset; allocate another for a new episode"),
+                None,
+            ));
+        }
+        lease.last_seen = Instant::now();
+        lease.task_key.clone()
+    };
+    // This host's form (`task`), or the original's (`task_meta`, the task row's object).
+    let task = match (&body["task"], &body["task_meta"]) {
+        (Value::Object(t), _) => Task {
+            id: t
+                .get("id")
+                .and_then(Value::as_str)
+                .unwrap_or(&task_key)
+                .into(),
+            instruction: t
+                .get("instruction")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .into(),
+            data_json: t
+                .get("data_json")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .into(),
+        },
+        (_, Value::Object(meta)) => Task {
+            id: meta
+                .get("task_name")
+                .and_then(Value::as_str)
+                .unwrap_or(&task_key)
+                .into(),
+            instruction: meta
+                .get("instruction")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .into(),
+            data_json: json!({"task": meta}).to_string().into(),
+        },
+        _ => {
+            return Err(bad(
+                "/reset needs `task` ({id, instruction, data_json}) or `task_meta`",
+            ))
+        }
+    };
+    let seed = body["seed"].as_u64().unwrap_or(0);
+    let env = pool.env.clone();
+    let timeout = pool.opts.call_timeout;
+    let (episode, first) = blocking(move || env.reset(&task, seed, timeout))
+        .await
+        .map_err(env_failed)?;
+    let stale = {
+        let mut leases = pool.leases.lock().expect("lease table");
+        match leases.get_mut(&lease_id) {
+            Some(l) => {
+                l.episode = Some(episode);
+                false
+            }
+            // Closed or reaped while the reset ran.
+            None => true,
+        }
+    };
+    if stale {
+        let env = pool.env.clone();
+        let _ = blocking(move || env.close(episode, timeout)).await;
+        return Err(no_lease(&lease_id));
+    }
+    let obs = observation_json(&first);
+    let user_msg = first
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role.as_str() == "user")
+        .map(|m| m.content.to_string())
+        .unwrap_or_default();
+    Ok(Json(json!({
+        "ok": true,
+        "user_msg": user_msg,
+        "tool_schemas": obs["tools"],
+        "observation": obs,
+    })))
+}
+
+fn outcome_json(out: &StepOutcome) -> Value {
+    let metadata: Value = serde_json::from_str(&out.info.metadata_json).unwrap_or(Value::Null);
+    json!({
+        "ok": true,
+        "observation": observation_json(&out.observation),
+        "reward": out.reward,
+        "done": out.done,
+        "truncated": out.info.truncated,
+        "metadata": metadata,
+    })
+}
+
+async fn step(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Reply {
+    let episode = pool.episode_of(field(&body, "lease_id")?)?;
+    let message =
+        from_json(&body["message"], "assistant").map_err(|e| bad(format!("`message`: {e}")))?;
+    let env = pool.env.clone();
+    let timeout = pool.opts.call_timeout;
+    let out = blocking(move || env.step(episode, &Action { message }, timeout))
+        .await
+        .map_err(env_failed)?;
+    Ok(Json(outcome_json(&out)))
+}
+
+async fn exec_tool(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Reply {
+    let episode = pool.episode_of(field(&body, "lease_id")?)?;
+    let call = &body["tool_call"];
+    let name = call["name"]
+        .as_str()
+        .ok_or_else(|| bad("`tool_call` needs a string `name`"))?;
+    let arguments = match &call["arguments"] {
+        Value::String(s) => s.clone(),
+        Value::Null => "{}".into(),
+        other => other.to_string(),
+    };
+    // One call is an assistant message with that one call.
+    let mut message = Message::new("assistant", "");
+    message.tool_calls_json = ROption::RSome(
+        json!([{"id": "call_0", "type": "function", "function": {"name": name, "arguments": arguments}}])
+            .to_string()
+            .into(),
+    );
+    let env = pool.env.clone();
+    let timeout = pool.opts.call_timeout;
+    let out = blocking(move || env.step(episode, &Action { message }, timeout))
+        .await
+        .map_err(env_failed)?;
+    let text: Vec<&str> = out
+        .observation
+        .messages
+        .iter()
+        .filter(|m| m.role.as_str() == "tool")
+        .map(|m| m.content.as_str())
+        .collect();
+    let mut reply = outcome_json(&out);
+    reply["observation"] = json!(text.join("\n"));
+    Ok(Json(reply))
+}
+
+async fn evaluate(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Reply {
+    let episode = pool.episode_of(field(&body, "lease_id")?)?;
+    let env = pool.env.clone();
+    let timeout = pool.opts.evaluate_timeout;
+    let e = blocking(move || env.evaluate(episode, timeout))
+        .await
+        .map_err(env_failed)?;
+    Ok(Json(match e {
+        Some(e) => {
+            let details: Value = serde_json::from_str(&e.details_json).unwrap_or(Value::Null);
+            json!({"ok": true, "score": e.reward, "solved": e.solved, "details": details})
+        }
+        None => json!({"ok": true, "score": null}),
+    }))
+}
+
+async fn close(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Reply {
+    let id = field(&body, "lease_id")?;
+    let lease = pool.leases.lock().expect("lease table").remove(id);
+    let found = lease.is_some();
+    if let Some(ep) = lease.and_then(|l| l.episode) {
+        let env = pool.env.clone();
+        let timeout = pool.opts.call_timeout;
+        blocking(move || env.close(ep, timeout))
+            .await
+            .map_err(env_failed)?;
+    }
+    Ok(Json(json!({"ok": true, "found": found})))
+}

@@ -236,14 +236,9 @@ pub struct Background {
 pub(crate) fn start(s: Spawn) -> std::io::Result<Background> {
     use std::sync::{atomic::AtomicBool, atomic::Ordering, Arc, Condvar, Mutex};
     let cap = s.limits.output_bytes;
-    let mut child = command(&s).spawn()?;
-    let pid = child.id() as libc::pid_t;
-    let mut stdin = child.stdin.take();
-    if !s.stdin.is_empty() {
-        if let Some(w) = stdin.as_mut() {
-            let _ = w.write_all(s.stdin);
-        }
-    }
+    let mut cmd = command(&s);
+    let input = s.stdin.to_vec();
+    let deadline = Instant::now() + s.wall;
     let shared = Arc::new((
         Mutex::new(Shared {
             output: Vec::new(),
@@ -253,10 +248,66 @@ pub(crate) fn start(s: Spawn) -> std::io::Result<Background> {
         }),
         Condvar::new(),
     ));
-    let pipes: [Box<dyn Read + Send>; 2] = [
-        Box::new(child.stdout.take().expect("piped")),
-        Box::new(child.stderr.take().expect("piped")),
-    ];
+    let stop = Arc::new(AtomicBool::new(false));
+    // bubblewrap dies with its parent (`--die-with-parent`), and to Linux the parent is the
+    // thread that forked it: the watcher thread, which lives until it has reaped the child,
+    // starts it, so it outlives the (short-lived) thread of the call that asked for it.
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    {
+        let (shared, stop) = (shared.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut child = match cmd.spawn() {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = started_tx.send(Err(e));
+                    return;
+                }
+            };
+            let pid = child.id() as libc::pid_t;
+            let _ = started_tx.send(Ok((
+                pid,
+                child.stdin.take(),
+                child.stdout.take(),
+                child.stderr.take(),
+            )));
+            loop {
+                let status = match child.try_wait() {
+                    Ok(Some(st)) => Some(Status::Exited(st.code())),
+                    Err(_) => Some(Status::Exited(None)),
+                    Ok(None) if stop.load(Ordering::Relaxed) || Instant::now() >= deadline => {
+                        // Sent before the child is reaped, so the group id is still ours.
+                        // SAFETY: kill has no memory preconditions.
+                        unsafe { libc::kill(-pid, libc::SIGKILL) };
+                        let _ = child.wait();
+                        Some(Status::Killed)
+                    }
+                    Ok(None) => None,
+                };
+                if let Some(st) = status {
+                    let (lock, cv) = &*shared;
+                    if let Ok(mut sh) = lock.lock() {
+                        sh.status = st;
+                    }
+                    cv.notify_all();
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+    }
+    let (pid, mut stdin, out, err) = started_rx
+        .recv()
+        .map_err(|_| std::io::Error::other("the sandbox's watcher ended before starting it"))??;
+    if !input.is_empty() {
+        if let Some(mut w) = stdin.take() {
+            // On a thread of its own: a command that does not read cannot stall the caller.
+            std::thread::spawn(move || {
+                let _ = w.write_all(&input);
+            });
+        }
+    }
+    let pipes: [Box<dyn Read + Send>; 2] =
+        [Box::new(out.expect("piped")), Box::new(err.expect("piped"))];
     for mut pipe in pipes {
         let shared = shared.clone();
         std::thread::spawn(move || {
@@ -269,35 +320,6 @@ pub(crate) fn start(s: Spawn) -> std::io::Result<Background> {
                 sh.dropped |= n > room;
                 cv.notify_all();
             }
-        });
-    }
-    let stop = Arc::new(AtomicBool::new(false));
-    let deadline = Instant::now() + s.wall;
-    {
-        let (shared, stop) = (shared.clone(), stop.clone());
-        // The watcher owns the child: it alone reaps it, and kills the group (while the pid is
-        // still unreaped, so the group id is still ours) at the deadline or when told to.
-        std::thread::spawn(move || loop {
-            let status = match child.try_wait() {
-                Ok(Some(st)) => Some(Status::Exited(st.code())),
-                Err(_) => Some(Status::Exited(None)),
-                Ok(None) if stop.load(Ordering::Relaxed) || Instant::now() >= deadline => {
-                    // SAFETY: kill has no memory preconditions.
-                    unsafe { libc::kill(-pid, libc::SIGKILL) };
-                    let _ = child.wait();
-                    Some(Status::Killed)
-                }
-                Ok(None) => None,
-            };
-            if let Some(st) = status {
-                let (lock, cv) = &*shared;
-                if let Ok(mut sh) = lock.lock() {
-                    sh.status = st;
-                }
-                cv.notify_all();
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
         });
     }
     Ok(Background {
@@ -336,7 +358,7 @@ impl Background {
     }
 
     /// The output that came since the last call (stdout and stderr in arrival order), and
-    /// whether some was dropped at the cap.
+    /// whether output past the cap (the first `output_bytes`) was dropped.
     pub fn take_output(&self) -> (Vec<u8>, bool) {
         let Ok(mut sh) = self.shared.0.lock() else {
             return (Vec::new(), false);

@@ -352,6 +352,18 @@ fn a_background_command_is_fed_and_read_while_it_runs_and_dies_with_its_handle()
     assert_eq!(bg.wait(Duration::from_secs(10)), Status::Exited(Some(0)));
     assert_eq!(until(&bg, "bye"), "bye\n");
 
+    // Started by a thread that ends at once (as an environment call's thread does): it runs on.
+    let w2 = std::sync::Arc::new(sb.workdir().unwrap());
+    let handle = {
+        let w2 = w2.clone();
+        std::thread::spawn(move || w2.start(&Run::shell("sleep 5")).unwrap())
+            .join()
+            .unwrap()
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(handle.status(), Status::Running);
+    drop(handle);
+
     // One that would run on: killed when its handle goes, with everything it started.
     let bg = w
         .start(&Run::shell("sleep 636361 & sleep 636362; echo never"))

@@ -196,6 +196,12 @@ impl TerminalEnv {
         } else {
             &data
         };
+        // By name first: a path is only meaningful on the machine (and, for the built-in set,
+        // in the process) that listed it.
+        let name = inner["task_name"].as_str().unwrap_or(task.id.as_str());
+        if let Some(t) = self.tasks.iter().find(|t| t.name == name) {
+            return Ok(t.clone());
+        }
         if let Some(p) = inner["task_path"].as_str() {
             let p = Path::new(p);
             return TaskSpec::load(&if p.is_absolute() {
@@ -203,10 +209,6 @@ impl TerminalEnv {
             } else {
                 self.root.join(p)
             });
-        }
-        let name = inner["task_name"].as_str().unwrap_or(task.id.as_str());
-        if let Some(t) = self.tasks.iter().find(|t| t.name == name) {
-            return Ok(t.clone());
         }
         Err(format!(
             "task `{}`: no task `{name}` in {} (give `task_name` of one of its {} tasks, or `task_path`)",
@@ -240,7 +242,7 @@ impl TerminalEnv {
                         let (out, dropped) = bg.take_output();
                         let mut text = String::from_utf8_lossy(&out).into_owned();
                         if dropped {
-                            text.push_str("\n[older output dropped at the limit]");
+                            text.push_str("\n[its output past the sandbox's limit was dropped]");
                         }
                         text.push_str(&status_line(bg.status()));
                         text
@@ -411,8 +413,12 @@ impl TerminalEnv {
             .map_err(|e| format!("task `{}`: staging its tests: {e}", ep.task.name))?;
         let limit = (4.0 * ep.task.yaml.max_test_timeout_sec).min(self.cfg.eval_seconds as f64);
         let wall = Duration::from_secs_f64(limit.max(1.0));
+        // Python must not import what the agent left in /app or its home before the tests
+        // do (a planted `pytest.py` or `.pth` file could print a passing summary).
         let run = Self::command(["bash", "/tests/run-tests.sh"])
             .env("TEST_DIR", "/tests")
+            .env("PYTHONSAFEPATH", "1")
+            .env("PYTHONNOUSERSITE", "1")
             .ro_bind(stage.path(), "/tests")
             .wall(wall);
         let out = ep
@@ -569,7 +575,7 @@ impl Env for TerminalEnv {
                     instruction: t.prompt().into(),
                     data_json: json!({"task": {
                         "task_name": t.name,
-                        "task_path": t.dir,
+                        "task_path": if self._builtin.is_some() { Value::Null } else { json!(t.dir) },
                         "instruction": t.yaml.instruction,
                         "data_source": "terminal",
                         "difficulty": t.yaml.difficulty,
@@ -727,6 +733,17 @@ impl Env for TerminalEnv {
             .lock()
             .map_err(|e| e.to_string())?
             .remove(&episode);
+        // Background processes first (and waited for), so nothing writes into the work
+        // directory while it is removed.
+        if let Some(ep) = &ep {
+            if let Ok(mut ep) = ep.lock() {
+                for s in ep.sessions.values_mut() {
+                    if let Some(bg) = s.background.take() {
+                        bg.stop();
+                    }
+                }
+            }
+        }
         // Dropping the episode kills its background processes and removes its directory,
         // outside the table's lock.
         drop(ep);

@@ -47,6 +47,9 @@ struct Lease {
 
 struct Shared {
     agent: ureq::Agent,
+    /// Heartbeats' own agent, with a short deadline: a pool that does not answer must not
+    /// delay the heartbeats of the others past their idle limit.
+    beat: ureq::Agent,
     pools: Vec<Pool>,
     leases: Mutex<HashMap<u64, Lease>>,
 }
@@ -132,9 +135,20 @@ impl Shared {
                 .values()
                 .map(|l| (l.pool, l.id.clone()))
                 .collect();
+            let mut failed = std::collections::HashSet::new();
             for (pool, id) in live {
-                if let Err(e) = shared.call(pool, "/heartbeat", Some(&json!({"lease_id": id}))) {
-                    tracing::warn!(lease = %id, "heartbeat: {e}");
+                if failed.contains(&pool) {
+                    continue;
+                }
+                let url = format!("{}/heartbeat", shared.pools[pool].base);
+                let ok = shared
+                    .beat
+                    .post(&url)
+                    .send_json(json!({"lease_id": id}))
+                    .map(|r| r.status().is_success());
+                if !matches!(ok, Ok(true)) {
+                    tracing::warn!(lease = %id, "heartbeat to {url} failed: {ok:?}");
+                    failed.insert(pool);
                 }
             }
         }
@@ -167,8 +181,14 @@ impl RemoteEnv {
                 native: Mutex::new(None),
             })
             .collect();
+        let beat: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(5)))
+            .http_status_as_error(false)
+            .build()
+            .into();
         let shared = Arc::new(Shared {
             agent,
+            beat,
             pools,
             leases: Mutex::default(),
         });
@@ -361,7 +381,15 @@ impl EnvCalls for RemoteEnv {
             let i = (first + k) % n;
             match self.start_on(i, task, seed, &request_id) {
                 Ok((lease, v)) => {
-                    let obs = observation_of(&v)?;
+                    let obs = match observation_of(&v) {
+                        Ok(o) => o,
+                        Err(e) => {
+                            let _ =
+                                self.shared
+                                    .call(i, "/close", Some(&json!({"lease_id": lease})));
+                            return Err(e);
+                        }
+                    };
                     self.shared
                         .leases
                         .lock()

@@ -48,6 +48,8 @@ impl Default for PoolOptions {
 struct Lease {
     task_key: String,
     request_id: String,
+    /// Whether a reset is running (a second one is refused).
+    resetting: bool,
     episode: Option<u64>,
     last_seen: Instant,
 }
@@ -281,6 +283,7 @@ async fn allocate(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Rep
         Lease {
             task_key,
             request_id,
+            resetting: false,
             episode: None,
             last_seen: Instant::now(),
         },
@@ -312,7 +315,7 @@ async fn reset(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Reply 
         let lease = leases
             .get_mut(&lease_id)
             .ok_or_else(|| no_lease(&lease_id))?;
-        if lease.episode.is_some() {
+        if lease.episode.is_some() || lease.resetting {
             return Err(Failure(
                 StatusCode::CONFLICT,
                 format!("lease `{lease_id}` is already reset; allocate another for a new episode"),
@@ -320,6 +323,7 @@ async fn reset(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Reply 
             ));
         }
         lease.last_seen = Instant::now();
+        lease.resetting = true;
         lease.task_key.clone()
     };
     // This host's form (`task`), or the original's (`task_meta`, the task row's object).
@@ -363,14 +367,20 @@ async fn reset(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Reply 
     let seed = body["seed"].as_u64().unwrap_or(0);
     let env = pool.env.clone();
     let timeout = pool.opts.call_timeout;
-    let (episode, first) = blocking(move || env.reset(&task, seed, timeout))
-        .await
-        .map_err(env_failed)?;
+    let started = blocking(move || env.reset(&task, seed, timeout)).await;
+    if let Err(e) = started {
+        if let Some(l) = pool.leases.lock().expect("lease table").get_mut(&lease_id) {
+            l.resetting = false;
+        }
+        return Err(env_failed(e));
+    }
+    let (episode, first) = started.expect("checked above");
     let stale = {
         let mut leases = pool.leases.lock().expect("lease table");
         match leases.get_mut(&lease_id) {
             Some(l) => {
                 l.episode = Some(episode);
+                l.resetting = false;
                 false
             }
             // Closed or reaped while the reset ran.

@@ -203,10 +203,22 @@ impl TimedEnv {
         TimedEnv { env }
     }
 
-    /// Starts an episode within `timeout`.
+    /// Starts an episode within `timeout`; one that starts after it is closed at once.
     pub fn reset(&self, task: &Task, seed: u64, timeout: Duration) -> Result<(u64, Observation)> {
         let t = task.clone();
-        self.call("reset", timeout, move |e| e.reset(&t, seed))
+        let (tx, rx) = mpsc::channel();
+        let env = Arc::clone(&self.env);
+        std::thread::Builder::new()
+            .name("env-reset".into())
+            .spawn(move || {
+                if let Err(mpsc::SendError(Ok((id, _)))) = tx.send(env.reset(&t, seed)) {
+                    // Nobody waits for it any more: nobody would close it.
+                    if let Err(e) = env.close(id) {
+                        tracing::warn!(plugin = env.plugin(), "closing late episode {id}: {e:#}");
+                    }
+                }
+            })?;
+        self.answer("reset", timeout, rx)
     }
 
     /// Applies an action within `timeout`.
@@ -250,6 +262,11 @@ impl TimedEnv {
             .spawn(move || {
                 let _ = tx.send(f(env.as_ref()));
             })?;
+        self.answer(what, timeout, rx)
+    }
+
+    /// The answer on `rx` within `timeout`, or an error saying what did not return.
+    fn answer<T>(&self, what: &str, timeout: Duration, rx: mpsc::Receiver<Result<T>>) -> Result<T> {
         match rx.recv_timeout(timeout) {
             Ok(r) => r,
             Err(mpsc::RecvTimeoutError::Timeout) => Err(anyhow!(
@@ -273,7 +290,7 @@ impl TimedEnv {
         opts: &EpisodeOptions,
     ) -> Episode {
         let t = task.clone();
-        let (id, first) = match self.call("reset", opts.call_timeout, move |e| e.reset(&t, seed)) {
+        let (id, first) = match self.reset(&t, seed, opts.call_timeout) {
             Ok(r) => r,
             Err(e) => return Episode::new(&task.id, Ending::Failed(format!("{e:#}"))),
         };

@@ -1,8 +1,9 @@
-//! Rollout and generate plugins take effect in `run`: with `--rollout-function-path` the
-//! batches trained are the rollout plugin's, and with `--custom-generate-function-path` each
-//! prompt of the task file gets a group of the generate plugin's trajectories, normalised
-//! within the group. Both example crates are built from the workspace and loaded through the
-//! ABI; the test reads what was trained from the durable buffer.
+//! Rollout and generate plugins take effect in `run` (and `train`, the last test): with
+//! `--rollout-function-path` the batches trained are the rollout plugin's, and with
+//! `--custom-generate-function-path` each prompt of the task file gets a group of the generate
+//! plugin's trajectories, normalised within the group. Both example crates are built from the
+//! workspace and loaded through the ABI; the test reads what was trained from the durable
+//! buffer.
 
 mod common;
 
@@ -149,4 +150,61 @@ fn the_generate_plugin_makes_groups_for_each_prompt() {
             assert_eq!(s.reward, if words <= 12 { 1.0 } else { -1.0 });
         }
     }
+}
+
+/// `train` with a rollout plugin: the plugin makes every sample trained, with the policy served
+/// on loopback for it; without `--max-steps` it is refused, as it would never end.
+#[test]
+fn train_takes_its_samples_from_the_rollout_plugin_too() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = openclaw_host::default_model::ensure_default_model(&tmp.path().join("home"), false)
+        .unwrap();
+    let base = |cmd: &mut std::process::Command| {
+        cmd.args(["train", "--plugin", "methods/binary-rl"])
+            .args(["--rollout-function-path", "examples/my-rollout"])
+            .arg("--model-path")
+            .arg(&model)
+            .args(["--rollout-batch-size", "8", "--default-max-tokens", "16"])
+            .args(["--num-rollouts-per-prompt", "1", "--max-staleness", "100"])
+            .arg("--rl-buffer-dir")
+            .arg(tmp.path().join("rl_buffer"))
+            .arg("--save-dir")
+            .arg(tmp.path().join("checkpoints"))
+            .arg("--log-dir")
+            .arg(tmp.path().join("logs"));
+    };
+    let mut cmd = common::host_command(&workspace());
+    base(&mut cmd);
+    let o = cmd.output().unwrap();
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("give --max-steps"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut cmd = common::host_command(&workspace());
+    base(&mut cmd);
+    let said = common::ok(cmd.args(["--max-steps", "2"]).output().unwrap());
+    assert!(
+        said.contains("train: the rollout plugin `my-rollout` makes the samples"),
+        "{said}"
+    );
+    let samples: Vec<TrainingSample> = Log::read_all(&tmp.path().join("rl_buffer"))
+        .unwrap()
+        .records
+        .into_iter()
+        .filter_map(|e| match e.record {
+            Record::Sample { sample } => Some(*sample),
+            _ => None,
+        })
+        .collect();
+    assert!(samples.len() >= 16, "{} samples", samples.len());
+    assert!(samples.iter().all(|s| meta(s)["made_by"] == "my-rollout"));
+    assert!(tmp
+        .path()
+        .join("checkpoints")
+        .read_dir()
+        .unwrap()
+        .next()
+        .is_some());
 }

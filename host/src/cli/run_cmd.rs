@@ -151,13 +151,13 @@ pub fn run(flags: &RunFlags) -> Result<i32> {
             applied.join(", ")
         );
     }
-    crate::backend::dispatch(
-        &cfg.clone(),
-        RunOn {
-            cfg,
-            plugins: &plugins,
-        },
-    )
+    run_resolved(&plugins, cfg)
+}
+
+/// Runs the four loops with a resolved configuration (`run`, and `train` when a rollout or
+/// generate plugin makes its samples).
+pub fn run_resolved(plugins: &RunPlugins, cfg: RunConfig) -> Result<i32> {
+    crate::backend::dispatch(&cfg.clone(), RunOn { cfg, plugins })
 }
 
 /// `run` on the backend the configuration places it on.

@@ -11,6 +11,7 @@ use crate::training::{last_step, session_options, train_config, TrainSession};
 use anyhow::{bail, Context, Result};
 use burn::prelude::Backend;
 use openclaw_engine::Model;
+use openclaw_plugin_api::PluginKind;
 use openclaw_train::sft::load_jsonl;
 use openclaw_train::{progress_bar, run_sft, SftOptions};
 use std::path::Path;
@@ -48,11 +49,17 @@ fn step_log(cfg: &RunConfig, bar: &indicatif::ProgressBar) -> Result<openclaw_tr
     })
 }
 
-/// `openclaw-host train --data-path FILE`.
+/// `openclaw-host train --data-path FILE`, or `train` with a rollout or generate plugin.
 pub fn train(flags: &RunFlags, epochs: &EpochFlags) -> Result<i32> {
     let run = RunPlugins::load(|| flags.inputs())?;
     let cfg = run.resolved.config.clone();
     require_model(&cfg)?;
+    if let Some((kind, p)) = [PluginKind::Rollout, PluginKind::Generate]
+        .into_iter()
+        .find_map(|k| run.plugin_for(k).map(|p| (k, p.to_string())))
+    {
+        return train_on_plugin_samples(&run, cfg, epochs, kind, &p);
+    }
     crate::backend::dispatch(
         &cfg,
         TrainOn {
@@ -60,6 +67,36 @@ pub fn train(flags: &RunFlags, epochs: &EpochFlags) -> Result<i32> {
             epochs: epochs.num_epochs,
         },
     )
+}
+
+/// `train` whose samples a rollout or generate plugin makes (slime's `train.py` with a custom
+/// rollout or generate function): the plugin needs a policy to sample from, so this is the
+/// run's pipeline with its policy served on loopback only (an ephemeral port, no simulated
+/// users), training the plugin's samples until `--max-steps`.
+fn train_on_plugin_samples(
+    run: &RunPlugins,
+    mut cfg: RunConfig,
+    epochs: &EpochFlags,
+    kind: PluginKind,
+    plugin: &str,
+) -> Result<i32> {
+    if epochs.num_epochs != 1 {
+        bail!(
+            "--num-epochs counts passes over a trajectory file; the {kind} plugin `{plugin}` makes              new samples instead: stop with --max-steps"
+        );
+    }
+    if cfg.max_steps == 0 {
+        bail!(
+            "the {kind} plugin `{plugin}` makes samples without end: give --max-steps (MAX_STEPS              is the episode length) to say when `train` stops"
+        );
+    }
+    cfg.host = "127.0.0.1".into();
+    cfg.port = 0;
+    eprintln!(
+        "train: the {kind} plugin `{plugin}` makes the samples with the policy (served on          loopback for it only), {} steps",
+        cfg.max_steps
+    );
+    super::run_cmd::run_resolved(run, cfg)
 }
 
 /// `train` on the backend the configuration places it on.

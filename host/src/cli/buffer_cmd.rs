@@ -1,7 +1,7 @@
 //! `openclaw-host buffer ...`: the durable buffer as the user's dataset.
 
 use super::BufferCommand;
-use crate::buffer::{export, Log};
+use crate::buffer::{export, log, Log};
 use anyhow::{Context, Result};
 use std::io::Write;
 
@@ -33,6 +33,64 @@ pub fn run(cmd: BufferCommand) -> Result<i32> {
                     eprintln!("wrote {what} to {}", path.display());
                 }
                 None => std::io::stdout().write_all(lines.as_bytes())?,
+            }
+            Ok(0)
+        }
+        BufferCommand::Check { rl_buffer_dir } => {
+            let found = log::check(&rl_buffer_dir)?;
+            let mut damaged = 0;
+            for c in &found {
+                let name = c.path.display();
+                if c.damage.is_empty() {
+                    println!("{name}: {} records, whole", c.records);
+                    continue;
+                }
+                if c.torn_tail {
+                    println!(
+                        "{name}: {} records and a torn tail at byte {} (a write cut short by a crash; the next run cuts it)",
+                        c.records, c.damage[0].start
+                    );
+                    continue;
+                }
+                damaged += 1;
+                println!(
+                    "{name}: {} whole records, {} damaged spans:",
+                    c.records,
+                    c.damage.len()
+                );
+                for d in &c.damage {
+                    println!(
+                        "  bytes {}..{} ({} bytes): {}",
+                        d.start,
+                        d.end,
+                        d.end - d.start,
+                        d.why
+                    );
+                }
+            }
+            if damaged > 0 {
+                println!(
+                    "{damaged} damaged segments: `openclaw-host buffer repair --rl-buffer-dir {}` keeps every whole record (the originals are kept beside them)",
+                    rl_buffer_dir.display()
+                );
+                return Ok(1);
+            }
+            println!("{} segments, no damage", found.len());
+            Ok(0)
+        }
+        BufferCommand::Repair { rl_buffer_dir } => {
+            let done = log::repair(&rl_buffer_dir)?;
+            for r in &done {
+                println!(
+                    "{}: rewritten with its {} whole records ({} damaged bytes left out); the original is {}",
+                    r.path.display(),
+                    r.kept,
+                    r.dropped_bytes,
+                    r.original.display()
+                );
+            }
+            if done.is_empty() {
+                println!("no damaged segment; nothing changed");
             }
             Ok(0)
         }

@@ -213,7 +213,7 @@ pub enum Command {
     /// Plot learning curves from JSON Lines logs (training.log, eval logs) to a PNG, one panel
     /// per metric, one line per log.
     Plot(plot_cmd::PlotArgs),
-    /// Read the durable buffer of recorded turns.
+    /// Read, check and repair the durable buffer of recorded turns.
     Buffer {
         /// The buffer command.
         #[command(subcommand)]
@@ -236,6 +236,20 @@ pub enum BufferCommand {
         /// tokens per step, outcome, and the samples made from it (loss masks, advantages).
         #[arg(long)]
         episodes: bool,
+    },
+    /// Read every segment and list every damaged span (exit status 1 when a segment is damaged
+    /// beyond a torn tail); changes nothing.
+    Check {
+        /// The buffer directory.
+        #[arg(long, default_value = "./rl_buffer", env = "RL_BUFFER_DIR")]
+        rl_buffer_dir: PathBuf,
+    },
+    /// Rewrite each damaged segment with every whole record it holds, keeping the original
+    /// beside it as `segment-N.log.damaged`. Run it while no `run` or `serve` uses the buffer.
+    Repair {
+        /// The buffer directory.
+        #[arg(long, default_value = "./rl_buffer", env = "RL_BUFFER_DIR")]
+        rl_buffer_dir: PathBuf,
     },
 }
 

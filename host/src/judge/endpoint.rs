@@ -159,6 +159,15 @@ impl JudgeService for EndpointJudge {
                 Err(e) => out.push(Err(e)),
             }
         }
+        // No vote at all is a failed call, not a set of invalid votes: the pool retries it,
+        // counts it, and the turn is judged again later instead of scoring as untrainable.
+        if out.iter().all(Result::is_err) {
+            let first = out
+                .into_iter()
+                .find_map(Result::err)
+                .unwrap_or_else(|| "no completions".into());
+            return Err(format!("the judge endpoint gave no vote: {first}"));
+        }
         Ok(out)
     }
 
@@ -267,12 +276,11 @@ mod tests {
             ("garbage", "no choices"),
             ("slow", ""),
         ] {
-            let votes = judge.complete(&request(what, 2)).unwrap();
-            assert_eq!(votes.len(), 2, "{what}");
-            for v in votes {
-                let e = v.unwrap_err();
-                assert!(e.contains(expect), "{what}: {e}");
-            }
+            let e = judge.complete(&request(what, 2)).unwrap_err();
+            assert!(
+                e.contains("gave no vote") && e.contains(expect),
+                "{what}: {e}"
+            );
         }
 
         let e = EndpointJudge::new(EndpointOptions {

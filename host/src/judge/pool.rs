@@ -158,8 +158,12 @@ fn run_job(
                     score.value
                 ))
             }
-            Err(e) if attempts >= opts.attempts.max(1) => break Err(e),
+            Err(e) if attempts >= opts.attempts.max(1) => {
+                count_failure(metrics, &e);
+                break Err(e);
+            }
             Err(e) => {
+                count_failure(metrics, &e);
                 tracing::warn!(
                     session = job.request.turn.session_id.as_str(),
                     turn = job.request.turn.turn_index,
@@ -189,11 +193,11 @@ fn run_job(
             tracing::warn!(
                 session = job.request.turn.session_id.as_str(),
                 turn = job.request.turn.turn_index,
-                "judging failed after {attempts} attempts, the turn is skipped: {e}"
+                "judging failed after {attempts} attempts; the turn is judged again at the next start: {e}"
             );
             metrics
                 .judge_failures
-                .get_or_create(&Metrics::label("reason", "error"))
+                .get_or_create(&Metrics::label("reason", "gave_up"))
                 .inc();
         }
     }
@@ -202,5 +206,54 @@ fn run_job(
         result,
         attempts,
         elapsed: start.elapsed(),
+    }
+}
+
+/// Counts one failed judging attempt by its kind: `http` (an error status), `garbage` (a reply
+/// that is not a completion), `timeout`, `io` (no answer), else `error`.
+fn count_failure(metrics: &Metrics, e: &str) {
+    let reason = failure_reason(e);
+    metrics
+        .judge_failures
+        .get_or_create(&Metrics::label("reason", reason))
+        .inc();
+}
+
+fn failure_reason(e: &str) -> &'static str {
+    let e = e.to_ascii_lowercase();
+    if e.contains("timed out") || e.contains("timeout") {
+        "timeout"
+    } else if e.contains("http ") {
+        "http"
+    } else if e.contains("no choices") || e.contains("not json") || e.contains("unreadable") {
+        "garbage"
+    } else if e.contains("connection") || e.contains("i/o") || e.contains("io error") {
+        "io"
+    } else {
+        "error"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_are_counted_by_their_kind() {
+        for (e, want) in [
+            ("the judge endpoint gave no vote: HTTP 500: boom", "http"),
+            (
+                "the judge endpoint gave no vote: the reply has no choices",
+                "garbage",
+            ),
+            (
+                "the judge endpoint gave no vote: timeout: global",
+                "timeout",
+            ),
+            ("judge call failed: connection refused", "io"),
+            ("the reward plugin panicked", "error"),
+        ] {
+            assert_eq!(failure_reason(e), want, "{e}");
+        }
     }
 }

@@ -9,7 +9,7 @@ use super::plugin_samples::{GeneratedGroups, PluginFailure, PluginRollouts};
 use super::producer::{Epochs, LiveSessions, Producer, ReplayGate, Replayed, Sinks};
 use super::replay::replay;
 use super::samples::{QueuedSample, SampleMaker};
-use super::serving::{bind, interrupted, serve_on, Serving};
+use super::serving::{bind, interrupted, serve_on, warn_if_open, Serving};
 use super::train_loop::{ConsumedState, StepEvent, TrainLoop, TrainLoopOptions, TrainSummary};
 use super::{Collection, CollectionOptions};
 use crate::backend::Placement;
@@ -608,7 +608,10 @@ where
             .enable_all()
             .build()?;
         let listener = match &self.serving {
-            Some(_) => Some(rt.block_on(bind(&self.cfg.host, self.cfg.port))?),
+            Some(_) => {
+                warn_if_open(&self.cfg.host, &self.cfg.api_key);
+                Some(rt.block_on(bind(&self.cfg.host, self.cfg.port))?)
+            }
             None => None,
         };
         let addr = listener.as_ref().map(|l| l.local_addr()).transpose()?;

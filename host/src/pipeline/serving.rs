@@ -125,6 +125,30 @@ where
     }
 }
 
+/// Whether `host` is reachable from this machine only.
+fn loopback(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .trim_matches(|c| c == '[' || c == ']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Warns when the server will answer other machines with no key asked: anyone who can reach
+/// the port can then use the model and write to the buffer that trains it.
+pub fn warn_if_open(host: &str, api_key: &str) -> bool {
+    let open = api_key.is_empty() && !loopback(host);
+    if open {
+        tracing::warn!(
+            "listening on {host} without an API key: any machine that reaches this port can use              the model and feed the training buffer; set --api-key (API_KEY) or bind 127.0.0.1"
+        );
+        eprintln!(
+            "warning: listening on {host} without an API key: any machine that reaches this port              can use the model and feed the training buffer; set --api-key or bind 127.0.0.1"
+        );
+    }
+    open
+}
+
 /// Listens on `host:port` (port 0 picks a free one).
 pub async fn bind(host: &str, port: u16) -> Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::bind((host, port))
@@ -190,5 +214,20 @@ pub async fn interrupted() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_public_address_without_a_key_is_warned_about() {
+        assert!(warn_if_open("0.0.0.0", ""));
+        assert!(warn_if_open("192.168.1.5", ""));
+        assert!(!warn_if_open("0.0.0.0", "sk-secret"));
+        for local in ["127.0.0.1", "localhost", "::1", "[::1]"] {
+            assert!(!warn_if_open(local, ""), "{local}");
+        }
     }
 }

@@ -174,8 +174,15 @@ fn describe_load_error(library: &Path, e: LibraryError) -> anyhow::Error {
     tracing::debug!("loading {lib} failed:\n{full}");
     match e {
         LibraryError::OpenError { .. } => {
-            let first = full.lines().find(|l| !l.trim().is_empty()).unwrap_or("").trim();
-            anyhow!("cannot open plugin library {lib}: {first}")
+            // abi_stable words it "Could not open library at:\n\t<path>\nbecause:\n\t<why>":
+            // the reason is after "because:".
+            let why = full
+                .split_once("because:")
+                .map_or(full.as_str(), |(_, w)| w)
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            anyhow!("cannot open plugin library {lib}: {why}")
         }
         LibraryError::GetSymbolError { .. } => anyhow!(
             "{lib} is not an openclaw-host plugin: it exports no plugin root module (expected a library built with openclaw_plugin_api::export_plugin!)"
@@ -198,5 +205,25 @@ fn describe_load_error(library: &Path, e: LibraryError) -> anyhow::Error {
             let first = first.lines().next().unwrap_or("").trim().to_string();
             anyhow!("cannot load plugin library {lib}: {first}")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_library_that_cannot_be_opened_says_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let lib = dir.path().join("libnot_a_plugin.so");
+        std::fs::write(&lib, "this is text, not a shared library").unwrap();
+        let e = format!("{:#}", LoadedPlugin::open(&lib).map(|_| ()).expect_err("refused"));
+        assert!(e.contains("cannot open plugin library"), "{e}");
+        // The loader's own reason, not abi_stable's heading.
+        assert!(
+            !e.trim_end().ends_with("at:") && !e.contains("Could not open library at"),
+            "{e}"
+        );
+        assert!(e.contains("ELF") || e.contains("too short"), "{e}");
     }
 }

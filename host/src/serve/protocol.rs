@@ -87,6 +87,17 @@ impl ApiError {
         }
     }
 
+    /// 503: the server cannot do its part now (the buffer cannot record turns).
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: message.into(),
+            kind: "server_error",
+            param: None,
+            code: Some("service_unavailable"),
+        }
+    }
+
     /// 500.
     pub fn internal(message: impl Into<String>) -> Self {
         ApiError {

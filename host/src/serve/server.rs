@@ -61,7 +61,32 @@ pub struct App<B: Backend> {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(self.body())).into_response()
+        let mut r = (self.status, Json(self.body())).into_response();
+        if self.status == StatusCode::TOO_MANY_REQUESTS {
+            // Clients (the OpenAI SDKs among them) wait this long before retrying.
+            r.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static("1"),
+            );
+        }
+        r
+    }
+}
+
+/// The in-flight gauge's share of one request, given back however the request ends (a client
+/// that hangs up drops the handler before its last line).
+struct InFlight(Arc<crate::metrics::Metrics>);
+
+impl InFlight {
+    fn new(metrics: &Arc<crate::metrics::Metrics>) -> Self {
+        metrics.inflight_requests.inc();
+        InFlight(metrics.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.inflight_requests.dec();
     }
 }
 
@@ -129,11 +154,23 @@ fn authorize<B: Backend>(app: &App<B>, headers: &HeaderMap) -> Result<(), ApiErr
     }
 }
 
-async fn health<B: Backend>(State(app): State<Arc<App<B>>>) -> Json<Value>
+async fn health<B: Backend>(State(app): State<Arc<App<B>>>) -> Response
 where
     Model<B>: Send + Sync,
 {
-    Json(json!({"ok": true, "weight_version": app.engine.weights.version()}))
+    // Unhealthy while answers cannot be recorded: a balancer should send clients elsewhere.
+    if let Some((since, why)) = app.recorder.log().unwritable() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({
+                "ok": false,
+                "reason": format!("the buffer cannot record turns (for {:.0} s): {why}", since.as_secs_f64()),
+                "weight_version": app.engine.weights.version(),
+            })),
+        )
+            .into_response();
+    }
+    Json(json!({"ok": true, "weight_version": app.engine.weights.version()})).into_response()
 }
 
 async fn metrics<B: Backend>(State(app): State<Arc<App<B>>>) -> Response
@@ -211,6 +248,8 @@ fn body_too_large(e: &axum::Error) -> bool {
 struct Turnkeeper {
     /// Its admission, released when the answer ends (or the client goes away).
     _admitted: tokio::sync::OwnedSemaphorePermit,
+    /// Its place in the in-flight gauge, likewise.
+    _in_flight: InFlight,
     request: ChatRequest,
     assignment: crate::collect::Assignment,
     prompt_ids: Vec<u32>,
@@ -333,7 +372,7 @@ where
     for c in closed.iter().filter(|_| app.opts.record_turns) {
         app.recorder
             .closed(&c.session_id, c.reason, c.open_turn)
-            .map_err(|e| ApiError::internal(format!("cannot record: {e:#}")))?;
+            .map_err(|e| ApiError::unavailable(format!("cannot record: {e:#}")))?;
     }
     if let Some((turn, ns)) = assignment
         .next_state
@@ -342,7 +381,7 @@ where
     {
         app.recorder
             .next_state(&assignment.session_id, *turn, ns.clone())
-            .map_err(|e| ApiError::internal(format!("cannot record: {e:#}")))?;
+            .map_err(|e| ApiError::unavailable(format!("cannot record: {e:#}")))?;
     }
 
     let rx = app
@@ -350,7 +389,7 @@ where
         .scheduler
         .submit(gen_request)
         .map_err(|_| ApiError::busy("The server is at capacity; retry shortly."))?;
-    app.metrics.inflight_requests.inc();
+    let in_flight = InFlight::new(&app.metrics);
     let parser = OutputParser::new(ParserOptions {
         parse_tool_calls: request.tools.is_some(),
         ..ParserOptions::for_prompt(&prompt.text)
@@ -362,6 +401,7 @@ where
     );
     let keeper = Turnkeeper {
         _admitted: admitted,
+        _in_flight: in_flight,
         assignment,
         prompt_ids: prompt.ids,
         id: format!("chatcmpl-{:016x}", rand::random::<u64>()),
@@ -376,9 +416,7 @@ where
             .keep_alive(KeepAlive::default())
             .into_response())
     } else {
-        let r = collect(app.clone(), keeper, rx, pipeline, started).await;
-        app.metrics.inflight_requests.dec();
-        let r = r?;
+        let r = collect(app.clone(), keeper, rx, pipeline, started).await?;
         count(&app.metrics, StatusCode::OK);
         Ok(Json(r).into_response())
     }
@@ -426,7 +464,7 @@ where
                 drop(t);
                 app.recorder
                     .closed(&c.session_id, c.reason, c.open_turn)
-                    .map_err(|e| ApiError::internal(format!("cannot record: {e:#}")))?;
+                    .map_err(|e| ApiError::unavailable(format!("cannot record: {e:#}")))?;
             }
         }
     }
@@ -456,7 +494,7 @@ where
     };
     app.recorder
         .turn(turn)
-        .map_err(|e| ApiError::internal(format!("cannot record the turn: {e:#}")))?;
+        .map_err(|e| ApiError::unavailable(format!("cannot record the turn: {e:#}")))?;
     Ok(())
 }
 
@@ -659,7 +697,6 @@ async fn stream_task<B: Backend>(
             }
         }
     }
-    app.metrics.inflight_requests.dec();
 }
 
 #[cfg(test)]

@@ -223,7 +223,7 @@ pub const KEYS: &[KeySpec] = &[
         "8000",
         &["OPENCLAW_PORT"],
         "port",
-        "port the server binds",
+        "port the server binds (0: a free one, printed at start)",
     ),
     secret(key(
         "api_key",

@@ -176,9 +176,6 @@ const RULES: &[Rule] = &[
     ("lr_schedule", |c| {
         one_of(&c.lr_schedule, &["constant", "warmup", "cosine"])
     }),
-    ("port", |c| {
-        (c.port == 0).then(|| "must be 1 to 65535".into())
-    }),
     ("majority_vote_n", |c| {
         (c.majority_vote_n == 0).then(|| "must be at least 1".into())
     }),

@@ -217,7 +217,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let lib = dir.path().join("libnot_a_plugin.so");
         std::fs::write(&lib, "this is text, not a shared library").unwrap();
-        let e = format!("{:#}", LoadedPlugin::open(&lib).map(|_| ()).expect_err("refused"));
+        let e = format!(
+            "{:#}",
+            LoadedPlugin::open(&lib).map(|_| ()).expect_err("refused")
+        );
         assert!(e.contains("cannot open plugin library"), "{e}");
         // The loader's own reason, not abi_stable's heading.
         assert!(

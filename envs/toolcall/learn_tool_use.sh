@@ -25,7 +25,7 @@ set -euo pipefail
 ENV_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$ENV_DIR/../.." && pwd)"
 BIN="${OPENCLAW_HOST_BIN:-$ROOT/target/release/openclaw-host}"
-OUT="${OUT:-$PWD/tool-learning}"
+OUT="$(realpath -m "${OUT:-$PWD/tool-learning}")"
 SEED="${SEED:-7}"
 SFT_STEPS="${SFT_STEPS:-600}"
 MIX_STEPS="${MIX_STEPS:-100}"
@@ -36,8 +36,14 @@ command -v jq >/dev/null || { echo "learn_tool_use.sh needs jq: apt-get install 
 if [[ ! -x "$BIN" ]]; then
   (cd "$ROOT" && cargo build --release -p openclaw-host)
 fi
+# OUT is made anew; a folder that is not an earlier run's is never removed.
+if [[ -e "$OUT" && -n "$(ls -A "$OUT")" && ! -e "$OUT/.learn_tool_use" ]]; then
+  echo "learn_tool_use.sh: $OUT exists and is not an earlier run's output; give another OUT" >&2
+  exit 1
+fi
 rm -rf "$OUT"
 mkdir -p "$OUT"
+touch "$OUT/.learn_tool_use"
 cd "$OUT"
 
 # Problems, and SFT conversations (N of them, a share SHARE calling the tool) from the train

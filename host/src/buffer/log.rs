@@ -303,7 +303,7 @@ fn read_segment(
         if !(last && scan.torn_tail_only()) {
             let after = scan.records.iter().filter(|r| r.0 >= d.end).count();
             bail!(
-                "buffer segment {} is damaged at bytes {}..{} ({}){}; nothing was changed:                  `openclaw-host buffer check` lists every damaged span and `buffer repair` keeps                  every whole record (the original file is kept)",
+                "buffer segment {} is damaged at bytes {}..{} ({}){}; nothing was changed: `openclaw-host buffer check` lists every damaged span and `buffer repair` keeps every whole record (the original file is kept)",
                 path.display(),
                 d.start,
                 d.end,

@@ -82,18 +82,18 @@ fn train_on_plugin_samples(
 ) -> Result<i32> {
     if epochs.num_epochs != 1 {
         bail!(
-            "--num-epochs counts passes over a trajectory file; the {kind} plugin `{plugin}` makes              new samples instead: stop with --max-steps"
+            "--num-epochs counts passes over a trajectory file; the {kind} plugin `{plugin}` makes new samples instead: stop with --max-steps"
         );
     }
     if cfg.max_steps == 0 {
         bail!(
-            "the {kind} plugin `{plugin}` makes samples without end: give --max-steps (MAX_STEPS              is the episode length) to say when `train` stops"
+            "the {kind} plugin `{plugin}` makes samples without end: give --max-steps (MAX_STEPS is the episode length) to say when `train` stops"
         );
     }
     cfg.host = "127.0.0.1".into();
     cfg.port = 0;
     eprintln!(
-        "train: the {kind} plugin `{plugin}` makes the samples with the policy (served on          loopback for it only), {} steps",
+        "train: the {kind} plugin `{plugin}` makes the samples with the policy (served on loopback for it only), {} steps",
         cfg.max_steps
     );
     super::run_cmd::run_resolved(run, cfg)

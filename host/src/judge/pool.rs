@@ -195,10 +195,6 @@ fn run_job(
                 turn = job.request.turn.turn_index,
                 "judging failed after {attempts} attempts; the turn is judged again at the next start: {e}"
             );
-            metrics
-                .judge_failures
-                .get_or_create(&Metrics::label("reason", "gave_up"))
-                .inc();
         }
     }
     JudgeOutcome {

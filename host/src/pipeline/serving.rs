@@ -140,10 +140,10 @@ pub fn warn_if_open(host: &str, api_key: &str) -> bool {
     let open = api_key.is_empty() && !loopback(host);
     if open {
         tracing::warn!(
-            "listening on {host} without an API key: any machine that reaches this port can use              the model and feed the training buffer; set --api-key (API_KEY) or bind 127.0.0.1"
+            "listening on {host} without an API key: any machine that reaches this port can use the model and feed the training buffer; set --api-key (API_KEY) or bind 127.0.0.1"
         );
         eprintln!(
-            "warning: listening on {host} without an API key: any machine that reaches this port              can use the model and feed the training buffer; set --api-key or bind 127.0.0.1"
+            "warning: listening on {host} without an API key: any machine that reaches this port can use the model and feed the training buffer; set --api-key or bind 127.0.0.1"
         );
     }
     open

@@ -246,16 +246,7 @@ fn the_originals_exec_tool_dialect_runs_an_episode() {
 fn eval_runs_its_episodes_on_the_pool_past_a_dead_one() {
     let p = pool(&[]);
     let dir = tempfile::tempdir().unwrap();
-    let model = dir.path().join("qwen3-tiny");
-    common::ok(
-        common::host_command(dir.path())
-            .args(["init-model", "--out"])
-            .arg(&model)
-            .arg("--tokenizer")
-            .arg(workspace().join(".assets/qwen3-tokenizer"))
-            .output()
-            .unwrap(),
-    );
+    let model = common::qwen3_tiny(dir.path());
     let dead = format!("http://127.0.0.1:{}", common::free_port());
     let out = dir.path().join("episodes.jsonl");
     let o = common::host_command(&workspace())

@@ -153,16 +153,7 @@ fn an_episode_cut_off_by_the_host_is_still_evaluated() {
 #[test]
 fn eval_runs_the_policys_episodes_and_writes_their_exact_tokens() {
     let dir = tempfile::tempdir().unwrap();
-    let model = dir.path().join("qwen3-tiny");
-    common::ok(
-        common::host_command(dir.path())
-            .args(["init-model", "--out"])
-            .arg(&model)
-            .arg("--tokenizer")
-            .arg(workspace().join(".assets/qwen3-tokenizer"))
-            .output()
-            .unwrap(),
-    );
+    let model = common::qwen3_tiny(dir.path());
     let out = dir.path().join("episodes.jsonl");
     let o = common::host_command(&workspace())
         .args(["eval", "--env", "toolcall", "--model-path"])

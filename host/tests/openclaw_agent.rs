@@ -37,15 +37,7 @@ fn openclaw() -> (PathBuf, PathBuf) {
 
 /// A random tiny Qwen3 with the real tokenizer and room for OpenClaw's long prompt.
 fn model(dir: &Path) -> PathBuf {
-    let out = dir.join("qwen3-tiny");
-    let tokenizer = workspace().join(".assets/qwen3-tokenizer");
-    ok(host_command(dir)
-        .args(["init-model", "--out"])
-        .arg(&out)
-        .arg("--tokenizer")
-        .arg(&tokenizer)
-        .output()
-        .unwrap());
+    let out = common::qwen3_tiny(dir);
     let path = out.join("config.json");
     let mut config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     config["max_position_embeddings"] = 32768.into();

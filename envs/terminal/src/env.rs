@@ -126,6 +126,15 @@ struct Session {
     last: String,
 }
 
+impl Session {
+    /// `command` as a script that starts where the session's last command ended (`/app` at
+    /// first, and when that directory is gone).
+    fn script(&self, command: &str) -> String {
+        let cwd = if self.cwd.is_empty() { APP } else { &self.cwd };
+        format!("cd -- {} 2>/dev/null || cd {APP}\n{command}\n", quote(cwd))
+    }
+}
+
 struct Episode {
     task: TaskSpec,
     workdir: Workdir,
@@ -312,16 +321,11 @@ impl TerminalEnv {
         left: Duration,
     ) -> String {
         let session = ep.sessions.entry(id.to_string()).or_default();
-        let cwd = if session.cwd.is_empty() {
-            APP.to_string()
-        } else {
-            session.cwd.clone()
-        };
         let wall =
             Duration::from_secs_f64(asked.clamp(1.0, self.cfg.exec_seconds as f64)).min(left);
         let script = format!(
-            "cd -- {} 2>/dev/null || cd {APP}\n{command}\n__openclaw_status=$?\nprintf '\\036%s' \"$PWD\" >&2\nexit $__openclaw_status\n",
-            quote(&cwd)
+            "{}__openclaw_status=$?\nprintf '\\036%s' \"$PWD\" >&2\nexit $__openclaw_status\n",
+            session.script(command)
         );
         let run = Self::command(["bash", "-c", script.as_str()]).wall(wall);
         let text = match ep.workdir.run(&run) {
@@ -366,12 +370,7 @@ impl TerminalEnv {
                 "session `{id}` already runs a process; use shell_view or shell_write_to_process, or another session id"
             ));
         }
-        let cwd = if session.cwd.is_empty() {
-            APP
-        } else {
-            &session.cwd
-        };
-        let script = format!("cd -- {} 2>/dev/null || cd {APP}\n{command}\n", quote(cwd));
+        let script = session.script(command);
         let run = Self::command(["bash", "-c", script.as_str()])
             .wall(Duration::from_secs(self.cfg.background_seconds));
         let bg = ep

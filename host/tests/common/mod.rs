@@ -108,6 +108,20 @@ pub fn tiny_model(dir: &Path, corpus: &str, vocab: u32) -> PathBuf {
     dir.join("model")
 }
 
+/// `dir/qwen3-tiny`: a tiny random Qwen3 with the real Qwen3 tokenizer and template (tools
+/// included), from the test assets.
+pub fn qwen3_tiny(dir: &Path) -> PathBuf {
+    let out = dir.join("qwen3-tiny");
+    ok(host_command(dir)
+        .args(["init-model", "--out"])
+        .arg(&out)
+        .arg("--tokenizer")
+        .arg(workspace().join(".assets/qwen3-tokenizer"))
+        .output()
+        .unwrap());
+    out
+}
+
 /// SmolLM2-135M-Instruct (Q4_1 GGUF) as `scripts/fetch-smollm2.sh` fetches it (the test
 /// command does), or `None` with a line saying the test is skipped and why.
 pub fn smollm2() -> Option<PathBuf> {

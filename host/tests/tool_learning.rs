@@ -12,7 +12,27 @@ use serde_json::Value;
 #[test]
 fn grpo_teaches_the_tiny_model_to_use_the_interpreter() {
     let out = tempfile::tempdir().unwrap();
-    let o = std::process::Command::new("bash")
+    let mut cmd = std::process::Command::new("bash");
+    // None of the caller's settings reach the script or the binary.
+    for k in openclaw_host::config::keys::KEYS {
+        for var in k.env {
+            cmd.env_remove(var);
+        }
+    }
+    for var in [
+        "SEED",
+        "SFT_STEPS",
+        "MIX_STEPS",
+        "OPENCLAW_HOME",
+        "RAYON_NUM_THREADS",
+        "ENV_TYPE",
+        "ENV_CONFIG",
+        "PARALLEL_ENVS",
+        "MAX_STEPS",
+    ] {
+        cmd.env_remove(var);
+    }
+    let o = cmd
         .arg(workspace().join("envs/toolcall/learn_tool_use.sh"))
         .current_dir(out.path())
         .env("OUT", out.path().join("demo"))

@@ -137,7 +137,7 @@ fn episodes_become_durable_step_samples_with_trajectory_advantages_and_survive_a
     let mut any_signal = false;
     let mut samples_seen = 0;
     for env in &records {
-        let Record::Sample { sample } = &env.record else {
+        let Record::Sample { sample, .. } = &env.record else {
             continue;
         };
         samples_seen += 1;

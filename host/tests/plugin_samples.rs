@@ -55,7 +55,7 @@ fn run(dir: &Path, extra: &[(&str, String)]) -> (Vec<u64>, Vec<TrainingSample>) 
         .records
         .into_iter()
         .filter_map(|e| match e.record {
-            Record::Sample { sample } => Some(*sample),
+            Record::Sample { sample, .. } => Some(*sample),
             _ => None,
         })
         .collect();
@@ -194,7 +194,7 @@ fn train_takes_its_samples_from_the_rollout_plugin_too() {
         .records
         .into_iter()
         .filter_map(|e| match e.record {
-            Record::Sample { sample } => Some(*sample),
+            Record::Sample { sample, .. } => Some(*sample),
             _ => None,
         })
         .collect();

@@ -1,6 +1,6 @@
 //! The buffer as the user's dataset: trajectories in the format `train --data-path` reads.
 
-use super::record::{Envelope, EpisodeEntry, Record};
+use super::record::{Envelope, EpisodeEntry, Record, TurnRefs};
 use crate::data::messages::{next_state_json, to_json};
 use crate::data::trajectory::{TrajectoryRecord, TurnRecord};
 use abi_stable::std_types::ROption;
@@ -13,7 +13,9 @@ use std::collections::HashMap;
 pub fn trajectories(records: &[Envelope]) -> Vec<TrajectoryRecord> {
     let mut order: Vec<String> = Vec::new();
     let mut sessions: HashMap<String, Vec<TurnRecord>> = HashMap::new();
-    let mut index: HashMap<(String, u32), (usize, usize)> = HashMap::new();
+    // A turn's place (session in `order`, turn in its list) by its sequence number.
+    let mut index: HashMap<u64, (usize, usize)> = HashMap::new();
+    let mut refs = TurnRefs::default();
     for env in records {
         match &env.record {
             Record::Turn { turn } => {
@@ -23,7 +25,8 @@ pub fn trajectories(records: &[Envelope]) -> Vec<TrajectoryRecord> {
                     Vec::new()
                 });
                 let pos = order.iter().position(|s| s == &sid).unwrap();
-                index.insert((sid, turn.turn_index), (pos, turns.len()));
+                index.insert(env.seq, (pos, turns.len()));
+                refs.add(env.seq, turn);
                 let tools = (!turn.tools_json.is_empty())
                     .then(|| serde_json::from_str::<Value>(&turn.tools_json).ok())
                     .flatten();
@@ -51,9 +54,11 @@ pub fn trajectories(records: &[Envelope]) -> Vec<TrajectoryRecord> {
             Record::NextState {
                 session_id,
                 turn_index,
+                turn_seq,
                 next_state,
             } => {
-                if let Some(&(s, t)) = index.get(&(session_id.clone(), *turn_index)) {
+                let at = refs.resolve(*turn_seq, session_id, *turn_index);
+                if let Some(&(s, t)) = at.and_then(|q| index.get(&q)) {
                     if let Some(turn) = sessions.get_mut(&order[s]).and_then(|v| v.get_mut(t)) {
                         turn.next_state = Some(next_state_json(next_state));
                     }
@@ -62,9 +67,11 @@ pub fn trajectories(records: &[Envelope]) -> Vec<TrajectoryRecord> {
             Record::Judgement {
                 session_id,
                 turn_index,
+                turn_seq,
                 score,
             } => {
-                if let Some(&(s, t)) = index.get(&(session_id.clone(), *turn_index)) {
+                let at = refs.resolve(*turn_seq, session_id, *turn_index);
+                if let Some(&(s, t)) = at.and_then(|q| index.get(&q)) {
                     if let Some(turn) = sessions.get_mut(&order[s]).and_then(|v| v.get_mut(t)) {
                         turn.reward = Some(score.value);
                     }
@@ -136,7 +143,7 @@ pub fn episode_turns(e: &EpisodeEntry) -> Vec<TurnRecord> {
 pub fn episodes(records: &[Envelope]) -> Vec<Value> {
     let mut samples: HashMap<String, Vec<Value>> = HashMap::new();
     for env in records {
-        if let Record::Sample { sample } = &env.record {
+        if let Record::Sample { sample, .. } = &env.record {
             samples
                 .entry(sample.session_id.to_string())
                 .or_default()
@@ -208,6 +215,7 @@ mod tests {
         log.append(&Record::NextState {
             session_id: "s1".into(),
             turn_index: 0,
+            turn_seq: Some(1),
             next_state: NextState {
                 role: "user".into(),
                 content: "thanks".into(),
@@ -218,6 +226,7 @@ mod tests {
         log.append(&Record::Judgement {
             session_id: "s1".into(),
             turn_index: 0,
+            turn_seq: None,
             score: Box::new(Score {
                 value: 1.0,
                 trainable: true,

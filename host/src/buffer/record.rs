@@ -4,6 +4,7 @@
 use openclaw_plugin_api::host::Generation;
 use openclaw_plugin_api::{Message, NextState, Score, Task, TrainingSample, Turn};
 use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
 
 /// One durable record.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -20,6 +21,11 @@ pub enum Record {
         session_id: String,
         /// The turn the next state follows.
         turn_index: u32,
+        /// The sequence number of that turn's record: what replay and export join by
+        /// (absent in records written before it was kept, or when the turn was not recorded
+        /// by this process).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn_seq: Option<u64>,
         /// The next state.
         next_state: NextState,
     },
@@ -36,6 +42,9 @@ pub enum Record {
         session_id: String,
         /// The turn judged.
         turn_index: u32,
+        /// The sequence number of the turn's record (see `NextState`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn_seq: Option<u64>,
         /// The verdict.
         score: Box<Score>,
     },
@@ -43,6 +52,10 @@ pub enum Record {
     Sample {
         /// The sample.
         sample: Box<TrainingSample>,
+        /// The sequence number of the turn it was made from (none for episode steps and
+        /// plugins' samples, which are keyed by their own unique ids).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn_seq: Option<u64>,
     },
     /// A finished environment episode, recorded before its group's samples are made.
     Episode {
@@ -115,6 +128,36 @@ impl Record {
             Record::Judgement { .. } => "judgement",
             Record::Sample { .. } => "sample",
             Record::Episode { .. } => "episode",
+        }
+    }
+}
+
+/// Finds the turn a later record (next state, judgement, sample) belongs to, reading the buffer
+/// in order. A record that carries its turn's sequence number joins by it; one that does not
+/// (written before they were kept) joins the latest earlier turn with the same session and index,
+/// which is the turn it was written for unless ids collided across restarts.
+#[derive(Debug, Default)]
+pub struct TurnRefs {
+    latest: HashMap<(String, u32), u64>,
+    known: HashSet<u64>,
+}
+
+impl TurnRefs {
+    /// Notes the turn recorded under `seq`.
+    pub fn add(&mut self, seq: u64, turn: &Turn) {
+        self.latest
+            .insert((turn.session_id.to_string(), turn.turn_index), seq);
+        self.known.insert(seq);
+    }
+
+    /// The sequence number of the turn a record refers to, if that turn was seen.
+    pub fn resolve(&self, turn_seq: Option<u64>, session_id: &str, turn_index: u32) -> Option<u64> {
+        match turn_seq {
+            Some(q) => self.known.contains(&q).then_some(q),
+            None => self
+                .latest
+                .get(&(session_id.to_string(), turn_index))
+                .copied(),
         }
     }
 }

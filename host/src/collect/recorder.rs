@@ -7,9 +7,10 @@
 
 use crate::buffer::{Log, Record};
 use anyhow::Result;
-use openclaw_plugin_api::{NextState, Turn};
+use openclaw_plugin_api::{NextState, Turn, TurnType};
+use std::collections::HashMap;
 use std::sync::mpsc::{SyncSender, TrySendError};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// What collection hears, each already durable under its buffer sequence number.
 #[derive(Clone, Debug)]
@@ -45,6 +46,9 @@ pub struct Recorder {
     log: Arc<Log>,
     sink: Option<SyncSender<CollectEvent>>,
     dropped: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// Each live session's latest main turn (index, sequence number): the turn a next state
+    /// follows, so its record can name the turn's sequence number.
+    awaiting: Arc<Mutex<HashMap<String, (u32, u64)>>>,
 }
 
 impl Recorder {
@@ -54,6 +58,7 @@ impl Recorder {
             log,
             sink,
             dropped: None,
+            awaiting: Arc::default(),
         }
     }
 
@@ -84,6 +89,11 @@ impl Recorder {
         let seq = self.log.append(&Record::Turn {
             turn: Box::new(turn.clone()),
         })?;
+        if turn.turn_type == TurnType::Main {
+            if let Ok(mut a) = self.awaiting.lock() {
+                a.insert(turn.session_id.to_string(), (turn.turn_index, seq));
+            }
+        }
         self.notify(CollectEvent::Turn {
             seq,
             turn: Box::new(turn),
@@ -98,9 +108,17 @@ impl Recorder {
         turn_index: u32,
         next_state: NextState,
     ) -> Result<()> {
+        let turn_seq = self.awaiting.lock().ok().and_then(|mut a| {
+            let (index, seq) = a.get(session_id).copied()?;
+            (index == turn_index).then(|| {
+                a.remove(session_id);
+                seq
+            })
+        });
         self.log.append(&Record::NextState {
             session_id: session_id.to_string(),
             turn_index,
+            turn_seq,
             next_state: next_state.clone(),
         })?;
         self.notify(CollectEvent::NextState {
@@ -113,6 +131,9 @@ impl Recorder {
 
     /// Records the end of a session.
     pub fn closed(&self, session_id: &str, reason: &str, open_turn: Option<u32>) -> Result<()> {
+        if let Ok(mut a) = self.awaiting.lock() {
+            a.remove(session_id);
+        }
         self.log.append(&Record::SessionClosed {
             session_id: session_id.to_string(),
             reason: reason.to_string(),
@@ -122,5 +143,48 @@ impl Recorder {
             open_turn,
         });
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::buffer::LogOptions;
+
+    /// A next state names the sequence number of the turn it follows; a session's end forgets
+    /// it, so a later next state for an unknown turn names none rather than a wrong one.
+    #[test]
+    fn next_states_name_their_turns_sequence_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = Log::open(dir.path(), LogOptions::default()).unwrap();
+        let rec = Recorder::new(Arc::new(log), None);
+        let ns = || NextState {
+            role: "user".into(),
+            content: "ok".into(),
+            messages: vec![].into(),
+        };
+        rec.turn(crate::pipeline::test_turn("s", 0)).unwrap();
+        let second = rec.turn(crate::pipeline::test_turn("s", 1)).unwrap();
+        rec.next_state("s", 1, ns()).unwrap();
+        rec.turn(crate::pipeline::test_turn("t", 0)).unwrap();
+        rec.closed("t", "done", Some(0)).unwrap();
+        rec.next_state("t", 0, ns()).unwrap();
+        let read = Log::read_all(dir.path()).unwrap();
+        let named: Vec<(String, Option<u64>)> = read
+            .records
+            .iter()
+            .filter_map(|e| match &e.record {
+                Record::NextState {
+                    session_id,
+                    turn_seq,
+                    ..
+                } => Some((session_id.clone(), *turn_seq)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            named,
+            vec![("s".to_string(), Some(second)), ("t".to_string(), None)]
+        );
     }
 }

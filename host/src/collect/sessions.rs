@@ -137,6 +137,10 @@ pub struct SessionTracker {
     /// Key of a history (prompt prefix + reply) → the turn that produced it.
     histories: HashMap<u64, Continuation>,
     anonymous: u64,
+    /// The next turn index of each session id that is not live but was used (earlier in this
+    /// run, or in the buffer by an earlier run): a session that comes back goes on from there,
+    /// so a (session, turn) pair is never recorded twice in a buffer's life.
+    ended: HashMap<String, u32>,
 }
 
 /// Hashes JSON with object keys in sorted order, so arguments re-serialised by a client in
@@ -271,6 +275,20 @@ impl SessionTracker {
             sessions: HashMap::new(),
             histories: HashMap::new(),
             anonymous: 0,
+            ended: HashMap::new(),
+        }
+    }
+
+    /// Goes on from the turns a buffer already holds (their session ids and turn indices):
+    /// a session id used before continues its turn numbers, and automatic ids continue after
+    /// the highest recorded one.
+    pub fn resume(&mut self, used: impl IntoIterator<Item = (String, u32)>) {
+        for (id, turn) in used {
+            if let Some(n) = id.strip_prefix("auto-").and_then(|n| n.parse::<u64>().ok()) {
+                self.anonymous = self.anonymous.max(n);
+            }
+            let next = self.ended.entry(id).or_insert(0);
+            *next = (*next).max(turn.saturating_add(1));
         }
     }
 
@@ -321,10 +339,14 @@ impl SessionTracker {
             (None, Some((c, _))) if self.sessions.contains_key(&c.session_id) => {
                 (c.session_id.clone(), false)
             }
-            _ => {
+            _ => loop {
+                // Past ids a client chose that look automatic.
                 self.anonymous += 1;
-                (format!("auto-{:06}", self.anonymous), true)
-            }
+                let id = format!("auto-{:06}", self.anonymous);
+                if !self.sessions.contains_key(&id) && !self.ended.contains_key(&id) {
+                    break (id, true);
+                }
+            },
         };
         let mut closed = Vec::new();
         if new_session {
@@ -340,7 +362,7 @@ impl SessionTracker {
             self.sessions.insert(
                 session_id.clone(),
                 Session {
-                    next_turn: 0,
+                    next_turn: self.ended.remove(&session_id).unwrap_or(0),
                     last_active: now,
                     awaiting: None,
                     keys: Vec::new(),
@@ -442,6 +464,7 @@ impl SessionTracker {
     /// Ends a session; returns what it left open, or `None` if it is unknown.
     pub fn close(&mut self, session_id: &str, reason: &'static str) -> Option<Closed> {
         let s = self.sessions.remove(session_id)?;
+        self.ended.insert(session_id.to_string(), s.next_turn);
         for k in s.keys {
             if self
                 .histories
@@ -809,6 +832,40 @@ mod tests {
             "the last main turn had no next state"
         );
         assert!(t.is_empty());
+    }
+
+    /// Ids and turn numbers go on across closes and restarts: a client's own id that comes back
+    /// continues its turns, and automatic ids continue after the buffer's highest.
+    #[test]
+    fn session_ids_and_turns_never_repeat_across_closes_and_restarts() {
+        let now = Instant::now();
+        let hints = SessionHints {
+            session_id: Some("s1".into()),
+            ..Default::default()
+        };
+        let ask = |t: &mut SessionTracker, hints: &SessionHints, q: &str| {
+            let (a, _) = t.on_request(hints, &msgs(&[json!({"role": "user", "content": q})]), now);
+            (a.session_id, a.turn_index)
+        };
+        // A restart on a buffer whose turns reached s1 turn 4 and auto-000007.
+        let mut t = tracker(10);
+        t.resume([
+            ("s1".to_string(), 4),
+            ("s1".to_string(), 2),
+            ("auto-000007".to_string(), 0),
+        ]);
+        assert_eq!(ask(&mut t, &hints, "q"), ("s1".into(), 5));
+        assert_eq!(ask(&mut t, &none(), "other"), ("auto-000008".into(), 0));
+        // Closed, then back within the same run.
+        t.close("s1", "done").unwrap();
+        assert_eq!(ask(&mut t, &hints, "again"), ("s1".into(), 6));
+        // A client that chose the next automatic id itself keeps it; automatic ids skip it.
+        let chosen = SessionHints {
+            session_id: Some("auto-000009".into()),
+            ..Default::default()
+        };
+        assert_eq!(ask(&mut t, &chosen, "mine"), ("auto-000009".into(), 0));
+        assert_eq!(ask(&mut t, &none(), "fresh"), ("auto-000010".into(), 0));
     }
 
     #[test]

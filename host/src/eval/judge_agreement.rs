@@ -3,7 +3,7 @@
 //! judge (the rule-based judge, say) and once with the candidate (a judge model), so both see
 //! exactly the prompts the method builds and their votes are counted by the method's own rule.
 
-use crate::buffer::record::{Envelope, Record};
+use crate::buffer::record::{Envelope, Record, TurnRefs};
 use crate::eval::Share;
 use crate::pipeline::collect::score_request;
 use crate::plugin::RewardHandle;
@@ -21,19 +21,25 @@ pub const CLASSES: [i32; 3] = [1, 0, -1];
 /// The recorded main, trainable turns that have a next state, in buffer order.
 pub fn turns_with_next_state(records: &[Envelope]) -> Vec<Turn> {
     let mut turns: Vec<Turn> = Vec::new();
-    let mut index: HashMap<(String, u32), usize> = HashMap::new();
+    let mut index: HashMap<u64, usize> = HashMap::new();
+    let mut refs = TurnRefs::default();
     for env in records {
         match &env.record {
-            Record::Turn { turn } if turn.turn_type == TurnType::Main && turn.trainable => {
-                index.insert((turn.session_id.to_string(), turn.turn_index), turns.len());
-                turns.push((**turn).clone());
+            Record::Turn { turn } => {
+                refs.add(env.seq, turn);
+                if turn.turn_type == TurnType::Main && turn.trainable {
+                    index.insert(env.seq, turns.len());
+                    turns.push((**turn).clone());
+                }
             }
             Record::NextState {
                 session_id,
                 turn_index,
+                turn_seq,
                 next_state,
             } => {
-                if let Some(&i) = index.get(&(session_id.clone(), *turn_index)) {
+                let at = refs.resolve(*turn_seq, session_id, *turn_index);
+                if let Some(&i) = at.and_then(|q| index.get(&q)) {
                     turns[i].next_state = ROption::RSome(next_state.clone());
                 }
             }

@@ -139,8 +139,8 @@ impl Producer for Replayed {
             sinks.samples.forward_recorded(seq, s)?;
         }
         gate.open();
-        for (turn, score) in plan.to_sample {
-            sinks.samples.resume_judged(&turn, &score)?;
+        for (seq, turn, score) in plan.to_sample {
+            sinks.samples.resume_judged(seq, &turn, &score)?;
         }
         for (seq, turn, closed) in plan.to_judge {
             if stop.load(Ordering::SeqCst) {

@@ -4,7 +4,7 @@
 //! session had ended: the session table did not survive the restart).
 
 use super::train_loop::ConsumedState;
-use crate::buffer::record::EpisodeEntry;
+use crate::buffer::record::{EpisodeEntry, TurnRefs};
 use crate::buffer::{Envelope, Record};
 use openclaw_plugin_api::{NextState, Score, TrainingSample, Turn, TurnType};
 use std::collections::BTreeMap;
@@ -15,8 +15,9 @@ use std::collections::{HashMap, HashSet};
 pub struct ReplayPlan {
     /// Recorded samples the checkpoint did not consume, in buffer order.
     pub to_train: Vec<(u64, TrainingSample)>,
-    /// Turns judged trainable whose sample was never written.
-    pub to_sample: Vec<(Turn, Score)>,
+    /// Turns judged trainable whose sample was never written: (turn's sequence number, turn,
+    /// verdict).
+    pub to_sample: Vec<(u64, Turn, Score)>,
     /// Turns to judge: (turn's sequence number, turn with its next state if any, session
     /// closed or not).
     pub to_judge: Vec<(u64, Turn, bool)>,
@@ -64,17 +65,22 @@ impl PendingGroup {
 /// A (session or episode, turn or step) key.
 pub type Key = (String, u32);
 
-/// Plans the replay of `records` given what the checkpoint consumed.
+/// Plans the replay of `records` given what the checkpoint consumed. Next states, verdicts and
+/// samples join their turn by its sequence number ([`TurnRefs`]), so a session id and turn
+/// index that recur across restarts never lend one turn's verdict to another.
 pub fn replay(records: &[Envelope], consumed: &ConsumedState) -> ReplayPlan {
     let mut turns: Vec<(u64, Turn)> = Vec::new();
-    let mut next: HashMap<Key, NextState> = HashMap::new();
-    let mut judged: HashMap<Key, Score> = HashMap::new();
+    let mut refs = TurnRefs::default();
+    let mut next: HashMap<u64, NextState> = HashMap::new();
+    let mut judged: HashMap<u64, Score> = HashMap::new();
+    let mut sampled_turns: HashSet<u64> = HashSet::new();
     let mut sampled: HashSet<Key> = HashSet::new();
     let mut plan = ReplayPlan::default();
     let mut groups: BTreeMap<u64, PendingGroup> = BTreeMap::new();
     for e in records {
         match &e.record {
             Record::Turn { turn } => {
+                refs.add(e.seq, turn);
                 if turn.turn_type == TurnType::Main && turn.trainable {
                     turns.push((e.seq, (**turn).clone()));
                 }
@@ -82,18 +88,24 @@ pub fn replay(records: &[Envelope], consumed: &ConsumedState) -> ReplayPlan {
             Record::NextState {
                 session_id,
                 turn_index,
+                turn_seq,
                 next_state,
             } => {
-                next.insert((session_id.clone(), *turn_index), next_state.clone());
+                if let Some(q) = refs.resolve(*turn_seq, session_id, *turn_index) {
+                    next.insert(q, next_state.clone());
+                }
             }
             Record::Judgement {
                 session_id,
                 turn_index,
+                turn_seq,
                 score,
             } => {
-                judged.insert((session_id.clone(), *turn_index), (**score).clone());
+                if let Some(q) = refs.resolve(*turn_seq, session_id, *turn_index) {
+                    judged.insert(q, (**score).clone());
+                }
             }
-            Record::Sample { sample } => {
+            Record::Sample { sample, turn_seq } => {
                 if let Some(g) = sample
                     .session_id
                     .strip_prefix("gen-")
@@ -110,7 +122,16 @@ pub fn replay(records: &[Envelope], consumed: &ConsumedState) -> ReplayPlan {
                 {
                     plan.next_rollout_id = plan.next_rollout_id.max(id + 1);
                 }
-                sampled.insert((sample.session_id.to_string(), sample.turn_index));
+                // A sample of a turn marks that turn; samples of episode steps and plugins are
+                // keyed by their own ids, which are unique in the buffer.
+                match refs.resolve(*turn_seq, &sample.session_id, sample.turn_index) {
+                    Some(q) => {
+                        sampled_turns.insert(q);
+                    }
+                    None => {
+                        sampled.insert((sample.session_id.to_string(), sample.turn_index));
+                    }
+                }
                 if e.seq > consumed.consumed_through {
                     plan.to_train.push((e.seq, (**sample).clone()));
                 } else {
@@ -154,14 +175,13 @@ pub fn replay(records: &[Envelope], consumed: &ConsumedState) -> ReplayPlan {
         }
     }
     for (seq, mut turn) in turns {
-        let key = (turn.session_id.to_string(), turn.turn_index);
-        if let Some(ns) = next.remove(&key) {
+        if let Some(ns) = next.remove(&seq) {
             turn.next_state = Some(ns).into();
         }
-        match judged.get(&key) {
+        match judged.get(&seq) {
             Some(score) => {
-                if score.trainable && !sampled.contains(&key) {
-                    plan.to_sample.push((turn, score.clone()));
+                if score.trainable && !sampled_turns.contains(&seq) {
+                    plan.to_sample.push((seq, turn, score.clone()));
                 }
             }
             None => {
@@ -204,13 +224,16 @@ mod tests {
             content: "thanks".into(),
             messages: vec![Message::new("user", "thanks")].into(),
         };
+        // Records as written before they carried their turn's sequence number.
         let judged = |s: &str| Record::Judgement {
             session_id: s.into(),
             turn_index: 0,
+            turn_seq: None,
             score: Box::new(score(true)),
         };
         let sample = |s: &str| Record::Sample {
             sample: Box::new(sample_from(&turn(s, 0), &score(true), 0)),
+            turn_seq: None,
         };
         let records = vec![
             // a: judged and sampled before the checkpoint
@@ -251,6 +274,7 @@ mod tests {
                 Record::NextState {
                     session_id: "d".into(),
                     turn_index: 0,
+                    turn_seq: None,
                     next_state: ns,
                 },
             ),
@@ -272,12 +296,64 @@ mod tests {
         assert_eq!(plan.to_train.len(), 1);
         assert_eq!(plan.to_train[0].0, 6);
         assert_eq!(plan.to_sample.len(), 1);
-        assert_eq!(plan.to_sample[0].0.session_id.as_str(), "c");
+        assert_eq!(plan.to_sample[0].1.session_id.as_str(), "c");
         let judge: Vec<(&str, bool, bool)> = plan
             .to_judge
             .iter()
             .map(|(_, t, closed)| (t.session_id.as_str(), t.next_state.is_some(), *closed))
             .collect();
         assert_eq!(judge, vec![("d", true, false), ("e", false, true)]);
+    }
+
+    /// A client that reused a session id and turn index after a restart: the verdict that
+    /// replay later wrote for the first life's turn belongs to that turn alone.
+    #[test]
+    fn a_colliding_session_id_never_lends_a_verdict_to_another_turn() {
+        let t = |seq| {
+            env(
+                seq,
+                Record::Turn {
+                    turn: Box::new(turn("s", 0)),
+                },
+            )
+        };
+        let records = vec![
+            t(1), // first life, never judged
+            t(2), // second life: the same id and index
+            // The second life's replay judged the first turn and made its sample.
+            env(
+                3,
+                Record::Judgement {
+                    session_id: "s".into(),
+                    turn_index: 0,
+                    turn_seq: Some(1),
+                    score: Box::new(score(true)),
+                },
+            ),
+            env(
+                4,
+                Record::Sample {
+                    sample: Box::new(sample_from(&turn("s", 0), &score(true), 0)),
+                    turn_seq: Some(1),
+                },
+            ),
+        ];
+        let plan = replay(&records, &ConsumedState::default());
+        let judge: Vec<u64> = plan.to_judge.iter().map(|(seq, ..)| *seq).collect();
+        assert_eq!(judge, vec![2], "the second turn was never judged");
+        assert!(plan.to_sample.is_empty());
+        assert_eq!(plan.to_train.len(), 1);
+        // A reference to a turn the buffer does not hold joins nothing.
+        let mut orphan = records.clone();
+        orphan.push(env(
+            5,
+            Record::Judgement {
+                session_id: "s".into(),
+                turn_index: 0,
+                turn_seq: Some(99),
+                score: Box::new(score(true)),
+            },
+        ));
+        assert_eq!(replay(&orphan, &ConsumedState::default()).to_judge.len(), 1);
     }
 }

@@ -39,8 +39,9 @@ impl SampleMaker {
         }
     }
 
-    /// Records a verdict on `turn`; returns the sample's sequence number when it trains.
-    pub fn record(&self, turn: &Turn, score: &Score) -> Result<Option<u64>> {
+    /// Records a verdict on `turn` (recorded under `turn_seq`); returns the sample's sequence
+    /// number when it trains.
+    pub fn record(&self, turn_seq: u64, turn: &Turn, score: &Score) -> Result<Option<u64>> {
         let tx = self
             .to_train
             .lock()
@@ -48,16 +49,17 @@ impl SampleMaker {
         self.log.append(&Record::Judgement {
             session_id: turn.session_id.to_string(),
             turn_index: turn.turn_index,
+            turn_seq: Some(turn_seq),
             score: Box::new(score.clone()),
         })?;
         if !score.trainable {
             return Ok(None);
         }
-        Ok(Some(self.forward_new(&tx, turn, score)?))
+        Ok(Some(self.forward_new(&tx, turn_seq, turn, score)?))
     }
 
     /// Records the sample of a turn judged before a restart whose sample was never written.
-    pub fn resume_judged(&self, turn: &Turn, score: &Score) -> Result<Option<u64>> {
+    pub fn resume_judged(&self, turn_seq: u64, turn: &Turn, score: &Score) -> Result<Option<u64>> {
         if !score.trainable {
             return Ok(None);
         }
@@ -65,18 +67,20 @@ impl SampleMaker {
             .to_train
             .lock()
             .map_err(|_| anyhow::anyhow!("the sample queue lock is poisoned"))?;
-        Ok(Some(self.forward_new(&tx, turn, score)?))
+        Ok(Some(self.forward_new(&tx, turn_seq, turn, score)?))
     }
 
     fn forward_new(
         &self,
         tx: &SyncSender<QueuedSample>,
+        turn_seq: u64,
         turn: &Turn,
         score: &Score,
     ) -> Result<u64> {
         let sample = sample_from(turn, score, group_of(&turn.session_id, turn.turn_index));
         let seq = self.log.append(&Record::Sample {
             sample: Box::new(sample.clone()),
+            turn_seq: Some(turn_seq),
         })?;
         if tx.send((seq, sample)).is_err() {
             // Shutting down: the sample is durable and the next start trains it.
@@ -99,6 +103,7 @@ impl SampleMaker {
         for sample in samples {
             let seq = self.log.append(&Record::Sample {
                 sample: Box::new(sample.clone()),
+                turn_seq: None,
             })?;
             seqs.push(seq);
             if !stopped && tx.send((seq, sample)).is_err() {
@@ -129,7 +134,7 @@ impl SampleMaker {
         let turn = &outcome.job.request.turn;
         // Failures were logged and counted by the pool; the turn is skipped.
         if let Ok(score) = outcome.result {
-            if let Err(e) = self.record(turn, &score) {
+            if let Err(e) = self.record(outcome.job.turn_seq, turn, &score) {
                 tracing::error!(
                     session = turn.session_id.as_str(),
                     turn = turn.turn_index,

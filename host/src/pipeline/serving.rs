@@ -1,7 +1,7 @@
 //! The serving loop's parts: the policy engine, the durable buffer, the recorder and the session
 //! tracker behind the OpenAI server, and the server itself.
 
-use crate::buffer::{FsyncPolicy, Log, LogOptions, Replay};
+use crate::buffer::{FsyncPolicy, Log, LogOptions, Record, Replay};
 use crate::collect::{CollectEvent, Recorder, SessionTracker, TrackerOptions};
 use crate::config::RunConfig;
 use crate::metrics::Metrics;
@@ -82,7 +82,7 @@ where
                 .get_or_create(&Metrics::label("queue", "collect"))
                 .inc();
         }));
-        let sessions = Arc::new(Mutex::new(SessionTracker::new(TrackerOptions {
+        let mut tracker = SessionTracker::new(TrackerOptions {
             default_turn_type: if cfg.default_turn_type == "side" {
                 TurnType::Side
             } else {
@@ -94,7 +94,12 @@ where
                 .then(|| regex::Regex::new(&cfg.session_id_pattern))
                 .transpose()
                 .context("session_id_pattern")?,
-        })));
+        });
+        tracker.resume(replay.records.iter().filter_map(|e| match &e.record {
+            Record::Turn { turn } => Some((turn.session_id.to_string(), turn.turn_index)),
+            _ => None,
+        }));
+        let sessions = Arc::new(Mutex::new(tracker));
         let app = Arc::new(App {
             engine: engine.clone(),
             sessions,

@@ -42,6 +42,8 @@ pub struct Metrics {
     pub judge_seconds: Histogram,
     /// Judge calls that failed after their retries, by reason.
     pub judge_failures: Family<Vec<(String, String)>, Counter>,
+    /// Plugin calls abandoned past their deadline, by plugin and kind.
+    pub plugin_calls_abandoned: Family<Vec<(String, String)>, Counter>,
     /// Turns judged, by outcome (`trainable`, `not_trainable`).
     pub judged: Family<Vec<(String, String)>, Counter>,
     /// Optimizer steps taken.
@@ -80,6 +82,7 @@ impl Metrics {
             stale_dropped: Counter::default(),
             judge_seconds: latency(),
             judge_failures: Family::default(),
+            plugin_calls_abandoned: Family::default(),
             judged: Family::default(),
             train_steps: Counter::default(),
             train_loss: Gauge::default(),
@@ -159,6 +162,11 @@ impl Metrics {
             "judge_failures",
             "Judge calls that failed after retries",
             m.judge_failures.clone(),
+        );
+        registry.register(
+            "plugin_calls_abandoned",
+            "Plugin calls abandoned past their deadline",
+            m.plugin_calls_abandoned.clone(),
         );
         registry.register("judged", "Turns judged by outcome", m.judged.clone());
         registry.register("train_steps", "Optimizer steps", m.train_steps.clone());

@@ -1,7 +1,14 @@
-//! The four loops survive `kill -9`: clients talk to `openclaw-host run` while it trains; the
-//! host is killed mid-traffic and restarted on the same buffer and checkpoint directories.
-//! Every answer a client received is in the buffer, training resumes from the last
-//! checkpoint, and no sample is trained twice.
+//! The fault-injection suite over real processes and files (the buffer's byte-level faults,
+//! flips, truncations and a full disk, are its unit tests in `host/src/buffer/log.rs`):
+//!
+//! - `kill -9` mid-traffic and a restart: every answer a client received is in the buffer,
+//!   training resumes from the last checkpoint, and no sample is trained twice;
+//! - twenty lives on one buffer, ended by `kill -9` or SIGTERM at random moments (checkpoints
+//!   written every step, so signals land during their writes), with clients that reuse their
+//!   session ids in every life: no acknowledged turn lost, no (session, turn) recorded twice,
+//!   every verdict and sample joined to its own turn, none judged twice;
+//! - plugins that never return: a spinning reward is abandoned while serving goes on; a hung
+//!   loss stops the run naming the plugin, and SIGTERM ends the run within its grace.
 
 mod common;
 
@@ -35,12 +42,25 @@ impl Drop for Host {
 }
 
 fn start(dir: &Path, extra: &[&str]) -> Host {
+    start_with(dir, &["--plugin", "methods/binary-rl"], extra)
+}
+
+/// `run` with `plugins` (flags whose paths are relative to the workspace) and `extra` flags.
+fn start_with(dir: &Path, plugins: &[&str], extra: &[&str]) -> Host {
     let port = free_port();
-    let plugin = workspace().join("methods/binary-rl");
+    let plugins: Vec<String> = plugins
+        .iter()
+        .map(|a| {
+            if a.starts_with("--") {
+                a.to_string()
+            } else {
+                workspace().join(a).display().to_string()
+            }
+        })
+        .collect();
     let child = host_command(dir)
         .arg("run")
-        .arg("--plugin")
-        .arg(&plugin)
+        .args(&plugins)
         .args(["--model-path", "model", "--port", &port.to_string()])
         .args([
             "--rollout-batch-size",
@@ -239,5 +259,360 @@ fn kill_minus_nine_loses_no_answer_and_trains_no_sample_twice() {
         trained.len() >= 4 * target as usize - 4,
         "{} samples",
         trained.len()
+    );
+}
+
+/// Sends SIGTERM and waits at most `limit` for the exit; the exit status.
+fn terminate(host: &mut Host, limit: Duration) -> std::process::ExitStatus {
+    let pid = host.child.id().to_string();
+    assert!(std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = host.child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still running {} s after SIGTERM",
+            limit.as_secs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// What a host printed on stderr.
+fn stderr_of(dir: &Path, host: &Host) -> String {
+    let port = host
+        .url
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap();
+    std::fs::read_to_string(dir.join(format!("host-{port}.err"))).unwrap_or_default()
+}
+
+/// A client whose conversations all use the session id `user-<id>`, in every life of the host
+/// (as a client with its own ids does after a restart): two requests per conversation, the
+/// second closing it. Records (session, answer) for every answer it received.
+fn colliding_client(
+    url: String,
+    id: usize,
+    stop: Arc<AtomicBool>,
+    seen: Seen,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(30)))
+            .build()
+            .into();
+        let session = format!("user-{id}");
+        while !stop.load(Ordering::SeqCst) {
+            let q = json!({"role": "user", "content": "Where does the owl live?"});
+            let Ok(mut r) = agent
+                .post(&format!("{url}/chat/completions"))
+                .header("X-Session-Id", &session)
+                .send_json(json!({"messages": [q]}))
+            else {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            };
+            let Ok(v) = r.body_mut().read_json::<Value>() else {
+                continue;
+            };
+            let answer = v["choices"][0]["message"]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            seen.lock().unwrap().push((session.clone(), answer.clone()));
+            let _ = agent
+                .post(&format!("{url}/chat/completions"))
+                .header("X-Session-Id", &session)
+                .header("X-Session-Done", "true")
+                .send_json(json!({"messages": [q, {"role": "assistant", "content": answer}, {"role": "user", "content": "Thanks, that helps!"}], "max_tokens": 2}));
+        }
+    })
+}
+
+#[test]
+fn twenty_lives_ended_by_kill_or_sigterm_lose_nothing_and_mix_up_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    tiny_model(dir);
+    let seen: Seen = Arc::default();
+    // A fixed sequence of moments, so a failure can be replayed.
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    let (mut kills, mut terms) = (0, 0);
+    for life in 0..20 {
+        let mut host = start(
+            dir,
+            &["--rollout-batch-size", "2", "--shutdown-grace", "20"],
+        );
+        let stop = Arc::new(AtomicBool::new(false));
+        let clients: Vec<_> = (0..2)
+            .map(|i| colliding_client(host.url.clone(), i, stop.clone(), seen.clone()))
+            .collect();
+        std::thread::sleep(Duration::from_millis(300 + next(2700)));
+        if life % 4 == 3 {
+            // SIGTERM: requests drain, the final checkpoint is written, the exit is clean.
+            let status = terminate(&mut host, Duration::from_secs(40));
+            assert!(
+                status.success(),
+                "life {life} did not stop cleanly: {}",
+                stderr_of(dir, &host)
+            );
+            terms += 1;
+        } else {
+            host.child.kill().unwrap(); // SIGKILL
+            host.child.wait().unwrap();
+            kills += 1;
+        }
+        stop.store(true, Ordering::SeqCst);
+        for c in clients {
+            c.join().unwrap();
+        }
+    }
+
+    let replay = Log::read_all(&dir.join("rl_buffer")).unwrap();
+    assert!(replay.warnings.len() <= kills, "{:?}", replay.warnings);
+    let mut turns: std::collections::HashMap<u64, (String, u32)> = Default::default();
+    let mut keys = HashSet::new();
+    let mut answers = HashSet::new();
+    let mut judged = HashSet::new();
+    let mut sampled = HashSet::new();
+    for e in &replay.records {
+        match &e.record {
+            Record::Turn { turn } => {
+                let key = (turn.session_id.to_string(), turn.turn_index);
+                assert!(keys.insert(key.clone()), "{key:?} recorded twice");
+                turns.insert(e.seq, key);
+                answers.insert((
+                    turn.session_id.to_string(),
+                    turn.response.content.to_string(),
+                ));
+            }
+            Record::Judgement {
+                session_id,
+                turn_index,
+                turn_seq,
+                ..
+            } => {
+                let q = turn_seq.expect("a verdict names its turn");
+                assert_eq!(
+                    turns.get(&q),
+                    Some(&(session_id.clone(), *turn_index)),
+                    "verdict #{} joins another turn",
+                    e.seq
+                );
+                assert!(judged.insert(q), "turn #{q} judged twice");
+            }
+            Record::Sample { sample, turn_seq } => {
+                let q = turn_seq.expect("a turn's sample names its turn");
+                assert!(judged.contains(&q), "sample #{} of an unjudged turn", e.seq);
+                assert_eq!(
+                    turns.get(&q),
+                    Some(&(sample.session_id.to_string(), sample.turn_index))
+                );
+                assert!(sampled.insert(q), "turn #{q} sampled twice");
+            }
+            _ => {}
+        }
+    }
+    let seen = seen.lock().unwrap();
+    for s in seen.iter() {
+        assert!(answers.contains(s), "an acknowledged answer is lost: {s:?}");
+    }
+    assert!(seen.len() >= 20, "only {} answers", seen.len());
+    assert!(!judged.is_empty() && !sampled.is_empty());
+    eprintln!(
+        "20 lives ({kills} kill -9, {terms} SIGTERM): {} acknowledged answers, {} records checked ({} turns, {} verdicts, {} samples), lost 0",
+        seen.len(),
+        replay.records.len(),
+        turns.len(),
+        judged.len(),
+        sampled.len()
+    );
+}
+
+/// Waits until the buffer holds a training sample (so training is about to call the loss).
+fn wait_for_a_sample(dir: &Path, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let has = Log::read_all(&dir.join("rl_buffer")).is_ok_and(|r| {
+            r.records
+                .iter()
+                .any(|e| matches!(e.record, Record::Sample { .. }))
+        });
+        if has {
+            return;
+        }
+        assert!(Instant::now() < deadline, "no sample was recorded");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_spinning_reward_is_abandoned_while_serving_goes_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    tiny_model(dir);
+    let mut host = start_with(
+        dir,
+        &[
+            "--plugin",
+            "methods/binary-rl",
+            "--custom-rm-path",
+            "tests/fixtures/hang",
+        ],
+        &["--judge-timeout", "1", "--shutdown-grace", "10"],
+    );
+    let seen: Seen = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..2)
+        .map(|i| client(host.url.clone(), i, stop.clone(), seen.clone()))
+        .collect();
+    let metrics_url = host.url.replace("/v1", "/metrics");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let abandoned = loop {
+        let text = ureq::get(&metrics_url)
+            .call()
+            .unwrap()
+            .body_mut()
+            .read_to_string()
+            .unwrap();
+        let n: f64 = text
+            .lines()
+            .find(|l| {
+                l.starts_with("openclaw_plugin_calls_abandoned_total{")
+                    && l.contains("plugin=\"hang\"")
+            })
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or(0.0);
+        if n >= 2.0 {
+            assert!(
+                text.contains("openclaw_judge_failures_total{reason=\"timeout\"}"),
+                "{text}"
+            );
+            break n;
+        }
+        assert!(Instant::now() < deadline, "no reward call was abandoned");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // Serving goes on while abandoned calls spin (at the lowest priority).
+    let before = seen.lock().unwrap().len();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.lock().unwrap().len() < before + 3 {
+        assert!(
+            Instant::now() < deadline,
+            "serving stalled behind a spinning reward"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let status = terminate(&mut host, Duration::from_secs(30));
+    stop.store(true, Ordering::SeqCst);
+    for c in clients {
+        c.join().unwrap();
+    }
+    let err = stderr_of(dir, &host);
+    assert!(status.success(), "{err}");
+    assert!(err.contains("was abandoned"), "{err}");
+    eprintln!("abandoned reward calls: {abandoned}");
+}
+
+#[test]
+fn a_hung_loss_stops_the_run_naming_the_plugin_and_sigterm_ends_it_within_the_grace() {
+    let plugins = [
+        "--plugin",
+        "methods/binary-rl",
+        "--custom-loss-function-path",
+        "tests/fixtures/hang",
+    ];
+    // Past --plugin-timeout: the run stops by itself with an error naming the call.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    tiny_model(dir);
+    let mut host = start_with(
+        dir,
+        &plugins,
+        &[
+            "--rollout-batch-size",
+            "2",
+            "--plugin-timeout",
+            "3",
+            "--shutdown-grace",
+            "2",
+        ],
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let seen: Seen = Arc::default();
+    let clients: Vec<_> = (0..2)
+        .map(|i| client(host.url.clone(), i, stop.clone(), seen.clone()))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let status = loop {
+        if let Some(s) = host.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a hung loss never stopped the run"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    stop.store(true, Ordering::SeqCst);
+    for c in clients {
+        c.join().unwrap();
+    }
+    let err = stderr_of(dir, &host);
+    assert!(!status.success());
+    assert!(
+        err.contains("plugin `hang` (loss) has been in `compute`")
+            && err.contains("--plugin-timeout (3 s)"),
+        "{err}"
+    );
+
+    // SIGTERM while the loss hangs: the run ends within the grace, saying what it left.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    tiny_model(dir);
+    let mut host = start_with(
+        dir,
+        &plugins,
+        &["--rollout-batch-size", "2", "--shutdown-grace", "2"],
+    );
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..2)
+        .map(|i| client(host.url.clone(), i, stop.clone(), seen.clone()))
+        .collect();
+    wait_for_a_sample(dir, Duration::from_secs(180));
+    std::thread::sleep(Duration::from_secs(2));
+    let asked = Instant::now();
+    let status = terminate(&mut host, Duration::from_secs(20));
+    let took = asked.elapsed();
+    stop.store(true, Ordering::SeqCst);
+    for c in clients {
+        c.join().unwrap();
+    }
+    let err = stderr_of(dir, &host);
+    assert!(!status.success());
+    assert!(
+        err.contains("did not stop within --shutdown-grace (2 s)")
+            && err.contains("plugin `hang` (loss) has been in `compute`"),
+        "{err}"
+    );
+    eprintln!(
+        "SIGTERM with a hung loss: exited after {:.1} s",
+        took.as_secs_f64()
     );
 }

@@ -337,6 +337,31 @@ pub const KEYS: &[KeySpec] = &[
         "fsync-interval-ms",
         "0: fsync every buffer record; N: at most every N ms",
     ),
+    key(
+        "buffer_unwritable_timeout",
+        Int,
+        "600",
+        &[],
+        "buffer-unwritable-timeout",
+        "seconds the buffer may fail to write before run and serve stop (0: never)",
+    ),
+    // Containment
+    key(
+        "plugin_timeout",
+        Int,
+        "900",
+        &[],
+        "plugin-timeout",
+        "seconds a loss, rollout or generate plugin call may take before training stops",
+    ),
+    key(
+        "shutdown_grace",
+        Int,
+        "30",
+        &[],
+        "shutdown-grace",
+        "seconds run and serve wait for training and requests to finish when stopping",
+    ),
     // Judge
     aliased(
         key(

@@ -58,6 +58,12 @@ pub struct RunConfig {
     pub judge_temperature: f32,
     pub judge_max_tokens: u32,
     pub judge_timeout: u64,
+    /// Seconds of failed buffer writes after which `run` and `serve` stop (0: never).
+    pub buffer_unwritable_timeout: u64,
+    /// Seconds a loss, rollout or generate plugin call may take before training stops.
+    pub plugin_timeout: u64,
+    /// Seconds a stop waits for training and requests to finish.
+    pub shutdown_grace: u64,
     pub teacher: String,
     pub distill_topk: u32,
     pub batch_timeout: u64,
@@ -192,6 +198,12 @@ const RULES: &[Rule] = &[
     }),
     ("judge_timeout", |c| {
         (c.judge_timeout == 0).then(|| "must be at least 1 second".into())
+    }),
+    ("plugin_timeout", |c| {
+        (c.plugin_timeout == 0).then(|| "must be at least 1 second".into())
+    }),
+    ("shutdown_grace", |c| {
+        (c.shutdown_grace == 0).then(|| "must be at least 1 second".into())
     }),
     ("rollout_batch_size", |c| {
         (c.rollout_batch_size == 0).then(|| "must be at least 1".into())

@@ -7,9 +7,9 @@
 //! again on replay.
 
 use crate::metrics::Metrics;
-use crate::plugin::RewardHandle;
+use crate::plugin::{watch, RewardHandle};
 use openclaw_plugin_api::{Score, ScoreRequest};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -47,8 +47,9 @@ pub struct PoolOptions {
     pub attempts: u32,
     /// Pause before a retry (doubles each time).
     pub backoff: Duration,
-    /// A call longer than this counts as timed out in the metrics (it is not interrupted).
-    pub slow_after: Duration,
+    /// A reward call longer than this is abandoned: the job fails with a timeout (the turn is
+    /// judged again at the next start) and the call is left to finish on its own thread.
+    pub timeout: Duration,
 }
 
 /// A running pool.
@@ -132,7 +133,7 @@ impl JudgePool {
 }
 
 fn run_job(
-    reward: &RewardHandle,
+    reward: &Arc<RewardHandle>,
     job: JudgeJob,
     opts: &PoolOptions,
     metrics: &Metrics,
@@ -142,14 +143,7 @@ fn run_job(
     let mut backoff = opts.backoff;
     let result = loop {
         attempts += 1;
-        let call = Instant::now();
-        let r = reward.score(&job.request).map_err(|e| format!("{e:#}"));
-        if call.elapsed() > opts.slow_after {
-            metrics
-                .judge_failures
-                .get_or_create(&Metrics::label("reason", "slow"))
-                .inc();
-        }
+        let r = score_within(reward, &job.request, opts.timeout, metrics);
         match r {
             Ok(score) if score.value.is_finite() => break Ok(score),
             Ok(score) => {
@@ -158,7 +152,8 @@ fn run_job(
                     score.value
                 ))
             }
-            Err(e) if attempts >= opts.attempts.max(1) => {
+            // A hung plugin is not called again: each retry would leave another thread behind.
+            Err(e) if attempts >= opts.attempts.max(1) || e.starts_with(ABANDONED) => {
                 count_failure(metrics, &e);
                 break Err(e);
             }
@@ -207,6 +202,57 @@ fn run_job(
 
 /// Counts one failed judging attempt by its kind: `http` (an error status), `garbage` (a reply
 /// that is not a completion), `timeout`, `io` (no answer), else `error`.
+/// How an abandoned call's error begins.
+const ABANDONED: &str = "abandoned after";
+
+/// Runs one reward call on a thread of its own and waits at most `timeout`. A call past it is
+/// abandoned: a thread cannot be stopped, so it is left to finish (its result dropped) at the
+/// lowest scheduling priority, counted in `plugin_calls_abandoned_total` and warned about.
+fn score_within(
+    reward: &Arc<RewardHandle>,
+    request: &ScoreRequest,
+    timeout: Duration,
+    metrics: &Metrics,
+) -> Result<Score, String> {
+    let (tx, rx) = sync_channel(1);
+    let tid = Arc::new(std::sync::atomic::AtomicI64::new(0));
+    let (r, req, t) = (reward.clone(), request.clone(), tid.clone());
+    std::thread::Builder::new()
+        .name("reward-call".into())
+        .spawn(move || {
+            t.store(watch::thread_id(), std::sync::atomic::Ordering::SeqCst);
+            let _ = tx.send(r.score(&req).map_err(|e| format!("{e:#}")));
+        })
+        .map_err(|e| format!("cannot start a reward call: {e}"))?;
+    match rx.recv_timeout(timeout) {
+        Ok(r) => r,
+        Err(RecvTimeoutError::Timeout) => {
+            watch::lower_priority(tid.load(std::sync::atomic::Ordering::SeqCst));
+            metrics
+                .plugin_calls_abandoned
+                .get_or_create(&vec![
+                    ("plugin".to_string(), reward.plugin().to_string()),
+                    ("kind".to_string(), "reward".to_string()),
+                ])
+                .inc();
+            tracing::warn!(
+                plugin = reward.plugin(),
+                "a reward call ran past --judge-timeout ({} s) and was abandoned; its thread \
+                 keeps running at the lowest priority until it returns",
+                timeout.as_secs_f64()
+            );
+            Err(format!(
+                "{ABANDONED} {:.0} s (--judge-timeout): plugin `{}` did not return",
+                timeout.as_secs_f64(),
+                reward.plugin()
+            ))
+        }
+        Err(RecvTimeoutError::Disconnected) => {
+            Err(format!("plugin `{}` (reward) panicked", reward.plugin()))
+        }
+    }
+}
+
 fn count_failure(metrics: &Metrics, e: &str) {
     let reason = failure_reason(e);
     metrics
@@ -217,7 +263,7 @@ fn count_failure(metrics: &Metrics, e: &str) {
 
 fn failure_reason(e: &str) -> &'static str {
     let e = e.to_ascii_lowercase();
-    if e.contains("timed out") || e.contains("timeout") {
+    if e.contains("timed out") || e.contains("timeout") || e.starts_with(ABANDONED) {
         "timeout"
     } else if e.contains("http ") {
         "http"

@@ -13,6 +13,7 @@ use super::serving::{bind, interrupted, serve_on, warn_if_open, Serving};
 use super::train_loop::{ConsumedState, StepEvent, TrainLoop, TrainLoopOptions, TrainSummary};
 use super::{Collection, CollectionOptions};
 use crate::backend::Placement;
+use crate::buffer::Log;
 use crate::config::RunConfig;
 use crate::episodes::batch::{run_batch, BatchOptions, BatchSummary, JobOptions};
 use crate::episodes::policy_agent::PolicyAgentOptions;
@@ -21,7 +22,7 @@ use crate::episodes::{EpisodeOptions, TimedEnv};
 use crate::judge::pool::{JudgePool, PoolOptions};
 use crate::metrics::Metrics;
 use crate::plugin::instance::TracingLog;
-use crate::plugin::RunPlugins;
+use crate::plugin::{watch, RunPlugins};
 use crate::policy::{load_options, scheduler_options, ModelFiles, PolicyEngine};
 use crate::training::{
     last_step, session_options, train_config, SessionOptions, TrainSession, RUN_STATE_FILE,
@@ -35,9 +36,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Where a resumed run picked up.
 #[derive(Clone, Debug)]
@@ -401,7 +402,7 @@ where
                 queue: 256,
                 attempts: 3,
                 backoff: Duration::from_millis(500),
-                slow_after: Duration::from_secs(cfg.judge_timeout),
+                timeout: Duration::from_secs(cfg.judge_timeout),
             },
             metrics.clone(),
             Arc::new(move |o| on_outcome.on_outcome(o)),
@@ -642,6 +643,13 @@ where
                     .spawn(move || train_loop.run(rx, train_stop, on_step))?,
             );
         }
+        let limits = Limits {
+            plugin_timeout: Duration::from_secs(self.cfg.plugin_timeout.max(1)),
+            grace: Duration::from_secs(self.cfg.shutdown_grace.max(1)),
+            unwritable_timeout: (self.cfg.buffer_unwritable_timeout > 0)
+                .then(|| Duration::from_secs(self.cfg.buffer_unwritable_timeout)),
+            log: self.serving.as_ref().map(|s| s.log()),
+        };
         let watch = stop.clone();
         // One signal listener for the whole run, so no signal falls between two polls; it
         // ends on Ctrl-C or SIGTERM, or once the loops are asked to stop.
@@ -673,11 +681,47 @@ where
             addr,
             metrics: self.metrics,
             stop,
-            rt,
+            limits,
+            failure: Mutex::new(None),
+            rt: Some(rt),
             server: Some(server),
             trainer,
             producers,
             pool,
+        })
+    }
+}
+
+/// The bounds a started pipeline keeps.
+struct Limits {
+    /// How long a loss, rollout or generate call may take (`--plugin-timeout`).
+    plugin_timeout: Duration,
+    /// How long a stop waits for the loops (`--shutdown-grace`).
+    grace: Duration,
+    /// How long the buffer may fail to write before the run stops (`--buffer-unwritable-timeout`).
+    unwritable_timeout: Option<Duration>,
+    /// The buffer serving writes.
+    log: Option<Arc<Log>>,
+}
+
+impl Limits {
+    /// Why the run must stop now, if it must.
+    fn breached(&self) -> Option<String> {
+        let kinds = [PluginKind::Loss, PluginKind::Rollout, PluginKind::Generate];
+        if let Some(call) = watch::overdue(&kinds, self.plugin_timeout) {
+            return Some(format!(
+                "{call}, past --plugin-timeout ({} s)",
+                self.plugin_timeout.as_secs()
+            ));
+        }
+        let (limit, log) = (self.unwritable_timeout?, self.log.as_ref()?);
+        let (since, why) = log.unwritable()?;
+        (since >= limit).then(|| {
+            format!(
+                "the buffer has not been able to record for {:.0} s (--buffer-unwritable-timeout {} s): {why}",
+                since.as_secs_f64(),
+                limit.as_secs()
+            )
         })
     }
 }
@@ -687,7 +731,11 @@ pub struct PipelineHandle {
     addr: Option<SocketAddr>,
     metrics: Arc<Metrics>,
     stop: Arc<AtomicBool>,
-    rt: tokio::runtime::Runtime,
+    limits: Limits,
+    /// Why the run was stopped by a breached limit.
+    failure: Mutex<Option<String>>,
+    /// Taken by `shutdown`, which ends it without waiting on a hung task.
+    rt: Option<tokio::runtime::Runtime>,
     server: Option<tokio::task::JoinHandle<Result<()>>>,
     trainer: Option<JoinHandle<Result<TrainSummary>>>,
     producers: Vec<JoinHandle<Result<()>>>,
@@ -721,7 +769,9 @@ impl PipelineHandle {
     }
 
     /// Blocks until the run is over: training reached `--max-steps` or failed, the server
-    /// stopped (Ctrl-C or SIGTERM), or [`PipelineHandle::stop`] was called.
+    /// stopped (Ctrl-C or SIGTERM), [`PipelineHandle::stop`] was called, or a limit was
+    /// breached (a plugin call past `--plugin-timeout`, a buffer unable to write for
+    /// `--buffer-unwritable-timeout`), which [`PipelineHandle::shutdown`] then reports.
     pub fn wait(&self) {
         loop {
             let trainer_done = self.trainer.as_ref().is_some_and(|t| t.is_finished());
@@ -730,28 +780,59 @@ impl PipelineHandle {
                 self.stop();
                 return;
             }
+            if let Some(why) = self.limits.breached() {
+                tracing::error!("stopping: {why}");
+                *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+                self.stop();
+                return;
+            }
             std::thread::sleep(Duration::from_millis(100));
         }
     }
 
-    /// Stops every loop and waits for them: training saves its final checkpoint, the server
-    /// drains, producers end, the judge workers finish their calls. Returns how training ended
-    /// (none for serving alone); a training error is returned after everything has stopped.
+    /// Stops every loop and waits for them, at most `--shutdown-grace` in all: training saves
+    /// its final checkpoint, the server drains, producers end, the judge workers finish their
+    /// calls. What has not ended by then (a plugin call that hangs) is left behind with an
+    /// error naming it, so the process can exit. Returns how training ended (none for serving
+    /// alone); a training error, or the limit that stopped the run, is returned after
+    /// everything has stopped.
     pub fn shutdown(mut self) -> Result<Option<TrainSummary>> {
         self.stop();
-        let trained = self.trainer.take().map(|t| {
-            t.join()
-                .map_err(|_| anyhow!("training panicked"))
-                .and_then(|r| r)
+        let deadline = Instant::now() + self.limits.grace;
+        let grace = self.limits.grace.as_secs();
+        let mut stuck: Vec<String> = Vec::new();
+        let trained = self.trainer.take().and_then(|t| {
+            if join_by(&t, deadline) {
+                Some(
+                    t.join()
+                        .map_err(|_| anyhow!("training panicked"))
+                        .and_then(|r| r),
+                )
+            } else {
+                stuck.push("training".into());
+                None
+            }
         });
-        let served = self.server.take().map(|server| {
-            self.rt
-                .block_on(server)
-                .map_err(|e| anyhow!("the server task failed: {e}"))
-                .and_then(|r| r)
+        let rt = self.rt.take().expect("the runtime is taken once");
+        let served = self.server.take().and_then(|server| {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rt.block_on(async { tokio::time::timeout(left, server).await }) {
+                Ok(r) => Some(
+                    r.map_err(|e| anyhow!("the server task failed: {e}"))
+                        .and_then(|r| r),
+                ),
+                Err(_) => {
+                    stuck.push("the server's requests in flight".into());
+                    None
+                }
+            }
         });
         for p in self.producers.drain(..) {
             let name = p.thread().name().unwrap_or("producer").to_string();
+            if !join_by(&p, deadline) {
+                stuck.push(name);
+                continue;
+            }
             match p.join() {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => tracing::warn!("{name} stopped: {e:#}"),
@@ -762,9 +843,41 @@ impl PipelineHandle {
         // lets the judge workers finish and stop before the buffer is left to a next run.
         if let Some(pool) = self.pool.take() {
             match Arc::try_unwrap(pool) {
-                Ok(pool) => pool.close(),
+                Ok(pool) => {
+                    let closing = std::thread::spawn(move || pool.close());
+                    if !join_by(&closing, deadline) {
+                        stuck.push("the judge workers".into());
+                    }
+                }
                 Err(_) => tracing::warn!("the judge pool is still shared; its workers end with it"),
             }
+        }
+        // Tasks still running (a request whose client never reads) are not waited for.
+        rt.shutdown_timeout(Duration::from_millis(100));
+        let failure = self
+            .failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        if !stuck.is_empty() {
+            let calls: Vec<String> = watch::in_flight().iter().map(|c| c.to_string()).collect();
+            let why = format!(
+                "{} did not stop within --shutdown-grace ({grace} s){}; left behind without a final checkpoint",
+                stuck.join(", "),
+                if calls.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", calls.join("; "))
+                }
+            );
+            tracing::error!("{why}");
+            return Err(match failure {
+                Some(f) => anyhow!("the run stopped: {f}; {why}"),
+                None => anyhow!("{why}"),
+            });
+        }
+        if let Some(f) = failure {
+            return Err(anyhow!("the run stopped: {f}"));
         }
         if let Some(r) = served {
             r?;
@@ -778,6 +891,17 @@ impl Drop for PipelineHandle {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Waits until the thread has finished or `deadline` has passed; whether it finished.
+fn join_by<T>(t: &JoinHandle<T>, deadline: Instant) -> bool {
+    while !t.is_finished() {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
 }
 
 /// The pools of `--env-pool-url`: comma-separated, blanks dropped.

@@ -2,6 +2,7 @@
 //! an error naming the plugin, logged, while the host keeps running.
 
 use super::load::LoadedPlugin;
+use super::watch;
 use abi_stable::std_types::{RResult, RString};
 use anyhow::{anyhow, Result};
 use openclaw_plugin_api::ffi::{EnvBox, GenerateBox, LossBox, RewardBox, RolloutBox};
@@ -113,7 +114,9 @@ handle!(
 impl LossHandle {
     /// Computes the loss; the plugin's output is checked for the right shapes.
     pub fn compute(&self, batch: &LossBatch) -> Result<LossOutput> {
-        let out = call(&self.plugin, PluginKind::Loss, self.inner.compute(batch))?;
+        let out = watch::watched(&self.plugin, PluginKind::Loss, "compute", || {
+            call(&self.plugin, PluginKind::Loss, self.inner.compute(batch))
+        })?;
         let tokens = batch.num_tokens();
         if out.grad_logp.len() != tokens {
             return Err(anyhow!(
@@ -129,29 +132,35 @@ impl LossHandle {
 impl RewardHandle {
     /// Scores one turn.
     pub fn score(&self, request: &ScoreRequest) -> Result<Score> {
-        call(&self.plugin, PluginKind::Reward, self.inner.score(request))
+        watch::watched(&self.plugin, PluginKind::Reward, "score", || {
+            call(&self.plugin, PluginKind::Reward, self.inner.score(request))
+        })
     }
 }
 
 impl RolloutHandle {
     /// Produces one batch.
     pub fn rollout(&self, request: &RolloutRequest) -> Result<RolloutOutput> {
-        call(
-            &self.plugin,
-            PluginKind::Rollout,
-            self.inner.rollout(request),
-        )
+        watch::watched(&self.plugin, PluginKind::Rollout, "rollout", || {
+            call(
+                &self.plugin,
+                PluginKind::Rollout,
+                self.inner.rollout(request),
+            )
+        })
     }
 }
 
 impl GenerateHandle {
     /// Generates for one prompt.
     pub fn generate(&self, request: &GenerateRequest) -> Result<Vec<TrainingSample>> {
-        call(
-            &self.plugin,
-            PluginKind::Generate,
-            self.inner.generate(request),
-        )
+        watch::watched(&self.plugin, PluginKind::Generate, "generate", || {
+            call(
+                &self.plugin,
+                PluginKind::Generate,
+                self.inner.generate(request),
+            )
+        })
         .map(Vec::from)
     }
 }

@@ -11,6 +11,7 @@ pub mod manifest_file;
 pub mod registry;
 pub mod scaffold;
 pub mod setup;
+pub mod watch;
 
 pub use instance::{EnvHandle, GenerateHandle, LossHandle, RewardHandle, RolloutHandle};
 pub use load::LoadedPlugin;

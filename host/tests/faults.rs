@@ -519,6 +519,21 @@ fn a_spinning_reward_is_abandoned_while_serving_goes_on() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    // Past four calls left running, the plugin is not called again: no more threads pile up.
+    let text = ureq::get(&metrics_url)
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    let left: f64 = text
+        .lines()
+        .find(|l| {
+            l.starts_with("openclaw_plugin_calls_abandoned_total{") && l.contains("plugin=\"hang\"")
+        })
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap();
+    assert!(left <= 4.0, "{left} calls abandoned");
     let status = terminate(&mut host, Duration::from_secs(30));
     stop.store(true, Ordering::SeqCst);
     for c in clients {

@@ -419,12 +419,18 @@ impl Log {
 
     /// Why the log cannot take records now, and for how long it has not: `None` while it
     /// can (its last append succeeded, or there was none).
+    /// An append in progress holds the writer; then this answers `None` rather than wait, so
+    /// a write stuck in the kernel cannot block health checks or a stop.
     pub fn unwritable(&self) -> Option<(Duration, String)> {
-        let Ok(w) = self.writer.lock() else {
-            return Some((
-                Duration::ZERO,
-                "the buffer writer's lock is poisoned".into(),
-            ));
+        let w = match self.writer.try_lock() {
+            Ok(w) => w,
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+            Err(std::sync::TryLockError::Poisoned(_)) => {
+                return Some((
+                    Duration::ZERO,
+                    "the buffer writer's lock is poisoned".into(),
+                ))
+            }
         };
         if let Some(why) = &w.broken {
             return Some((

@@ -284,8 +284,11 @@ impl SessionTracker {
     /// the highest recorded one.
     pub fn resume(&mut self, used: impl IntoIterator<Item = (String, u32)>) {
         for (id, turn) in used {
+            // A client's own `auto-<huge>` id must not exhaust the counter.
             if let Some(n) = id.strip_prefix("auto-").and_then(|n| n.parse::<u64>().ok()) {
-                self.anonymous = self.anonymous.max(n);
+                if n < u64::MAX / 2 {
+                    self.anonymous = self.anonymous.max(n);
+                }
             }
             let next = self.ended.entry(id).or_insert(0);
             *next = (*next).max(turn.saturating_add(1));
@@ -341,7 +344,7 @@ impl SessionTracker {
             }
             _ => loop {
                 // Past ids a client chose that look automatic.
-                self.anonymous += 1;
+                self.anonymous = self.anonymous.saturating_add(1);
                 let id = format!("auto-{:06}", self.anonymous);
                 if !self.sessions.contains_key(&id) && !self.ended.contains_key(&id) {
                     break (id, true);

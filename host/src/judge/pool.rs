@@ -8,7 +8,7 @@
 
 use crate::metrics::Metrics;
 use crate::plugin::{watch, RewardHandle};
-use openclaw_plugin_api::{Score, ScoreRequest};
+use openclaw_plugin_api::{PluginKind, Score, ScoreRequest};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -205,6 +205,9 @@ fn run_job(
 /// How an abandoned call's error begins.
 const ABANDONED: &str = "abandoned after";
 
+/// Abandoned reward calls still running past which the plugin is no longer called.
+const MAX_ABANDONED: usize = 4;
+
 /// Runs one reward call on a thread of its own and waits at most `timeout`. A call past it is
 /// abandoned: a thread cannot be stopped, so it is left to finish (its result dropped) at the
 /// lowest scheduling priority, counted in `plugin_calls_abandoned_total` and warned about.
@@ -214,6 +217,16 @@ fn score_within(
     timeout: Duration,
     metrics: &Metrics,
 ) -> Result<Score, String> {
+    // Each abandoned call keeps a thread (spinning, perhaps); past a few, the plugin is not
+    // called again in this run and its turns wait for the next start.
+    let running = watch::running_longer(reward.plugin(), PluginKind::Reward, timeout);
+    if running >= MAX_ABANDONED {
+        return Err(format!(
+            "{ABANDONED} earlier calls: plugin `{}` has {running} reward calls still running past \
+             --judge-timeout and is not called again",
+            reward.plugin()
+        ));
+    }
     let (tx, rx) = sync_channel(1);
     let tid = Arc::new(std::sync::atomic::AtomicI64::new(0));
     let (r, req, t) = (reward.clone(), request.clone(), tid.clone());

@@ -122,15 +122,14 @@ pub fn replay(records: &[Envelope], consumed: &ConsumedState) -> ReplayPlan {
                 {
                     plan.next_rollout_id = plan.next_rollout_id.max(id + 1);
                 }
-                // A sample of a turn marks that turn; samples of episode steps and plugins are
-                // keyed by their own ids, which are unique in the buffer.
-                match refs.resolve(*turn_seq, &sample.session_id, sample.turn_index) {
-                    Some(q) => {
-                        sampled_turns.insert(q);
-                    }
-                    None => {
-                        sampled.insert((sample.session_id.to_string(), sample.turn_index));
-                    }
+                // A sample of a turn marks that turn. Samples of episode steps and plugins have
+                // no turn and are keyed by their own ids, which are unique in the buffer; a
+                // sample written before `turn_seq` was kept may be either, so it counts as both.
+                if let Some(q) = refs.resolve(*turn_seq, &sample.session_id, sample.turn_index) {
+                    sampled_turns.insert(q);
+                }
+                if turn_seq.is_none() {
+                    sampled.insert((sample.session_id.to_string(), sample.turn_index));
                 }
                 if e.seq > consumed.consumed_through {
                     plan.to_train.push((e.seq, (**sample).clone()));

@@ -644,6 +644,7 @@ where
             );
         }
         let limits = Limits {
+            started: Instant::now(),
             plugin_timeout: Duration::from_secs(self.cfg.plugin_timeout.max(1)),
             grace: Duration::from_secs(self.cfg.shutdown_grace.max(1)),
             unwritable_timeout: (self.cfg.buffer_unwritable_timeout > 0)
@@ -694,6 +695,8 @@ where
 
 /// The bounds a started pipeline keeps.
 struct Limits {
+    /// When the pipeline started: calls an earlier one left behind are not its own.
+    started: Instant,
     /// How long a loss, rollout or generate call may take (`--plugin-timeout`).
     plugin_timeout: Duration,
     /// How long a stop waits for the loops (`--shutdown-grace`).
@@ -708,7 +711,7 @@ impl Limits {
     /// Why the run must stop now, if it must.
     fn breached(&self) -> Option<String> {
         let kinds = [PluginKind::Loss, PluginKind::Rollout, PluginKind::Generate];
-        if let Some(call) = watch::overdue(&kinds, self.plugin_timeout) {
+        if let Some(call) = watch::overdue(&kinds, self.started, self.plugin_timeout) {
             return Some(format!(
                 "{call}, past --plugin-timeout ({} s)",
                 self.plugin_timeout.as_secs()
@@ -862,12 +865,17 @@ impl PipelineHandle {
         if !stuck.is_empty() {
             let calls: Vec<String> = watch::in_flight().iter().map(|c| c.to_string()).collect();
             let why = format!(
-                "{} did not stop within --shutdown-grace ({grace} s){}; left behind without a final checkpoint",
+                "{} did not stop within --shutdown-grace ({grace} s){}; left behind{}",
                 stuck.join(", "),
                 if calls.is_empty() {
                     String::new()
                 } else {
                     format!(": {}", calls.join("; "))
+                },
+                if stuck.iter().any(|s| s == "training") {
+                    " without a final checkpoint"
+                } else {
+                    ""
                 }
             );
             tracing::error!("{why}");

@@ -85,13 +85,27 @@ pub fn watched<T>(plugin: &str, kind: PluginKind, call: &'static str, f: impl Fn
     f()
 }
 
-/// The longest-running call of one of `kinds` that has run for longer than `limit`.
-pub fn overdue(kinds: &[PluginKind], limit: Duration) -> Option<InFlightCall> {
+/// The longest-running call of one of `kinds`, begun at `since` or later (a pipeline's own
+/// calls, not those an earlier one left behind), that has run for longer than `limit`.
+pub fn overdue(kinds: &[PluginKind], since: Instant, limit: Duration) -> Option<InFlightCall> {
     let c = CALLS.lock().ok()?;
     c.values()
-        .filter(|k| kinds.contains(&k.kind) && k.since.elapsed() > limit)
+        .filter(|k| kinds.contains(&k.kind) && k.since >= since && k.since.elapsed() > limit)
         .min_by_key(|k| k.since)
         .cloned()
+}
+
+/// Calls of `kind` and `plugin` that have run longer than `limit` and are still running
+/// (abandoned ones among them).
+pub fn running_longer(plugin: &str, kind: PluginKind, limit: Duration) -> usize {
+    CALLS
+        .lock()
+        .map(|c| {
+            c.values()
+                .filter(|k| k.kind == kind && k.plugin == plugin && k.since.elapsed() > limit)
+                .count()
+        })
+        .unwrap_or(0)
 }
 
 /// Every call under way, oldest first.
@@ -125,6 +139,7 @@ mod tests {
 
     #[test]
     fn a_call_is_listed_while_it_runs_and_overdue_once_past_its_limit() {
+        let start = Instant::now();
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         let t = std::thread::spawn(move || {
             watched("slowpoke", PluginKind::Rollout, "rollout", || {
@@ -138,13 +153,19 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         std::thread::sleep(Duration::from_millis(30));
-        let late = overdue(&[PluginKind::Rollout], Duration::from_millis(20)).unwrap();
+        let late = overdue(&[PluginKind::Rollout], start, Duration::from_millis(20)).unwrap();
+        assert!(
+            overdue(&[PluginKind::Rollout], Instant::now(), Duration::ZERO)
+                .is_none_or(|c| c.plugin != "slowpoke")
+        );
         assert_eq!((late.plugin.as_str(), late.call), ("slowpoke", "rollout"));
         assert!(late
             .to_string()
             .contains("`slowpoke` (rollout) has been in `rollout`"));
-        assert!(overdue(&[PluginKind::Loss], Duration::from_millis(20))
-            .is_none_or(|c| c.plugin != "slowpoke"));
+        assert!(
+            overdue(&[PluginKind::Loss], start, Duration::from_millis(20))
+                .is_none_or(|c| c.plugin != "slowpoke")
+        );
         lower_priority(late.tid);
         tx.send(()).unwrap();
         t.join().unwrap();

@@ -47,8 +47,9 @@ pub struct PoolOptions {
     pub attempts: u32,
     /// Pause before a retry (doubles each time).
     pub backoff: Duration,
-    /// A reward call longer than this is abandoned: the job fails with a timeout (the turn is
-    /// judged again at the next start) and the call is left to finish on its own thread.
+    /// `--judge-timeout`: a reward call longer than this for each vote and one more is
+    /// abandoned (see [`score_within`]): the job fails with a timeout (the turn is judged again
+    /// at the next start) and the call is left to finish on its own thread.
     pub timeout: Duration,
 }
 
@@ -58,6 +59,9 @@ pub struct JudgePool {
     workers: Vec<JoinHandle<()>>,
     metrics: Arc<Metrics>,
     depth: Arc<std::sync::atomic::AtomicI64>,
+    /// Set by `close`: queued jobs are dropped (their turns are in the buffer, and the next
+    /// start judges them), so a stop does not wait for a backlog.
+    closing: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl JudgePool {
@@ -71,6 +75,7 @@ impl JudgePool {
         let (tx, rx) = sync_channel::<JudgeJob>(opts.queue.max(1));
         let rx: Arc<Mutex<Receiver<JudgeJob>>> = Arc::new(Mutex::new(rx));
         let depth = Arc::new(std::sync::atomic::AtomicI64::new(0));
+        let closing = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let workers = (0..opts.workers.max(1))
             .map(|i| {
                 let rx = rx.clone();
@@ -78,6 +83,7 @@ impl JudgePool {
                 let metrics = metrics.clone();
                 let done = done.clone();
                 let depth = depth.clone();
+                let closing = closing.clone();
                 std::thread::Builder::new()
                     .name(format!("judge-{i}"))
                     .spawn(move || loop {
@@ -93,6 +99,9 @@ impl JudgePool {
                             .queue_depth
                             .get_or_create(&Metrics::label("queue", "judge"))
                             .set(d);
+                        if closing.load(std::sync::atomic::Ordering::SeqCst) {
+                            continue;
+                        }
                         done(run_job(&reward, job, &opts, &metrics));
                     })
                     .expect("spawn a judge worker")
@@ -103,6 +112,7 @@ impl JudgePool {
             workers,
             metrics,
             depth,
+            closing,
         }
     }
 
@@ -123,8 +133,11 @@ impl JudgePool {
         self.depth.load(std::sync::atomic::Ordering::SeqCst)
     }
 
-    /// Stops taking jobs, finishes the queued ones and joins the workers.
+    /// Stops taking jobs, drops the queued ones (the next start judges them), lets the calls
+    /// under way finish and joins the workers.
     pub fn close(mut self) {
+        self.closing
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         self.tx.take();
         for w in self.workers.drain(..) {
             let _ = w.join();
@@ -143,7 +156,7 @@ fn run_job(
     let mut backoff = opts.backoff;
     let result = loop {
         attempts += 1;
-        let r = score_within(reward, &job.request, opts.timeout, metrics);
+        let r = score_within(reward, &job.request, opts.timeout, Some(metrics));
         match r {
             Ok(score) if score.value.is_finite() => break Ok(score),
             Ok(score) => {
@@ -208,15 +221,19 @@ const ABANDONED: &str = "abandoned after";
 /// Abandoned reward calls still running past which the plugin is no longer called.
 const MAX_ABANDONED: usize = 4;
 
-/// Runs one reward call on a thread of its own and waits at most `timeout`. A call past it is
+/// Runs one reward call on a thread of its own and waits at most its budget: `judge_timeout`
+/// (`--judge-timeout`, the limit of each judge request) for each of the request's votes and one
+/// more (a method may ask a second judge, as combine's hint judge). A call past it is
 /// abandoned: a thread cannot be stopped, so it is left to finish (its result dropped) at the
-/// lowest scheduling priority, counted in `plugin_calls_abandoned_total` and warned about.
-fn score_within(
+/// lowest scheduling priority, counted in `plugin_calls_abandoned_total` (when `metrics` are
+/// given) and warned about. Every reward call of a run goes through here.
+pub fn score_within(
     reward: &Arc<RewardHandle>,
     request: &ScoreRequest,
-    timeout: Duration,
-    metrics: &Metrics,
+    judge_timeout: Duration,
+    metrics: Option<&Metrics>,
 ) -> Result<Score, String> {
+    let timeout = judge_timeout * (request.judge.votes.max(1) + 1);
     // Each abandoned call keeps a thread (spinning, perhaps); past a few, the plugin is not
     // called again in this run and its turns wait for the next start.
     let running = watch::running_longer(reward.plugin(), PluginKind::Reward, timeout);
@@ -241,21 +258,23 @@ fn score_within(
         Ok(r) => r,
         Err(RecvTimeoutError::Timeout) => {
             watch::lower_priority(tid.load(std::sync::atomic::Ordering::SeqCst));
-            metrics
-                .plugin_calls_abandoned
-                .get_or_create(&vec![
-                    ("plugin".to_string(), reward.plugin().to_string()),
-                    ("kind".to_string(), "reward".to_string()),
-                ])
-                .inc();
+            if let Some(m) = metrics {
+                m.plugin_calls_abandoned
+                    .get_or_create(&vec![
+                        ("plugin".to_string(), reward.plugin().to_string()),
+                        ("kind".to_string(), "reward".to_string()),
+                    ])
+                    .inc();
+            }
             tracing::warn!(
                 plugin = reward.plugin(),
-                "a reward call ran past --judge-timeout ({} s) and was abandoned; its thread \
-                 keeps running at the lowest priority until it returns",
+                "a reward call ran past its budget ({} s: --judge-timeout for each vote and one \
+                 more) and was abandoned; its thread keeps running at the lowest priority until \
+                 it returns",
                 timeout.as_secs_f64()
             );
             Err(format!(
-                "{ABANDONED} {:.0} s (--judge-timeout): plugin `{}` did not return",
+                "{ABANDONED} {:.0} s (--judge-timeout per judge call): plugin `{}` did not return",
                 timeout.as_secs_f64(),
                 reward.plugin()
             ))

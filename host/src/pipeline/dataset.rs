@@ -75,9 +75,11 @@ impl Dataset {
             .flat_map(|t| &t.turns)
             .any(|t| t.turn_type == "main" && t.trainable && t.reward.is_none());
         let reward = if needs_judge {
-            Some(reward_plugin::<B>(run, cfg, placement).context(
-                "some turns have no `reward` field, so the method's reward plugin scores them",
-            )?)
+            Some(std::sync::Arc::new(
+                reward_plugin::<B>(run, cfg, placement).context(
+                    "some turns have no `reward` field, so the method's reward plugin scores them",
+                )?,
+            ))
         } else {
             None
         };
@@ -110,10 +112,11 @@ impl Dataset {
                             judge: settings.clone(),
                             turn: turn.clone(),
                         };
-                        match plugin.score(&request) {
+                        let timeout = std::time::Duration::from_secs(cfg.judge_timeout);
+                        match crate::judge::pool::score_within(plugin, &request, timeout, None) {
                             Ok(s) => s,
                             Err(e) => {
-                                skipped.push(format!("{at}: {e:#}"));
+                                skipped.push(format!("{at}: {e}"));
                                 continue;
                             }
                         }

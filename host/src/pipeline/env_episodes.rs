@@ -19,6 +19,7 @@ use crate::buffer::record::EpisodeEntry;
 use crate::buffer::Record;
 use crate::episodes::batch::{run_jobs, EpisodeRecord, Job, JobOptions};
 use crate::episodes::TimedEnv;
+use crate::judge::pool::score_within;
 use crate::plugin::RewardHandle;
 use crate::training::episodes::{group_samples, EPISODE_GROUP_NORM};
 use anyhow::{bail, Result};
@@ -28,6 +29,7 @@ use openclaw_train::rng::SplitMix;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// Settings of [`EnvEpisodes`].
 #[derive(Clone, Debug)]
@@ -51,6 +53,8 @@ pub struct StepJudge {
     pub settings: JudgeSettings,
     /// `prm_step_coef`.
     pub coef: f32,
+    /// `--judge-timeout`, which bounds each call (see `judge::pool::score_within`).
+    pub timeout: Duration,
 }
 
 impl StepJudge {
@@ -93,10 +97,8 @@ impl StepJudge {
                 trainable: true,
             };
             let closed = turn.next_state.is_none();
-            match self
-                .reward
-                .score(&score_request(turn, closed, &self.settings))
-            {
+            let request = score_request(turn, closed, &self.settings);
+            match score_within(&self.reward, &request, self.timeout, None) {
                 Ok(s) if s.value.is_finite() => scores.push(s.value),
                 Ok(s) => tracing::warn!(
                     "episode {} step {i}: the judge gave the score {}",
@@ -104,7 +106,7 @@ impl StepJudge {
                     s.value
                 ),
                 Err(err) => {
-                    tracing::warn!("episode {} step {i}: judging failed: {err:#}", e.episode_id)
+                    tracing::warn!("episode {} step {i}: judging failed: {err}", e.episode_id)
                 }
             }
         }

@@ -560,6 +560,7 @@ where
                         reward: reward.clone(),
                         settings: settings.clone(),
                         coef: cfg.prm_step_coef as f32,
+                        timeout: Duration::from_secs(cfg.judge_timeout),
                     }),
                     gate: gate.clone(),
                 }));

@@ -457,19 +457,27 @@ where
     Model<B>: Send + Sync,
 {
     let reply = parsed.to_chat_message();
-    if let Ok(mut t) = app.sessions.lock() {
-        t.on_response(&k.assignment, &k.request.messages, &reply, Instant::now());
-        if k.request.hints.done {
-            if let Some(c) = t.close(&k.assignment.session_id, "done") {
-                drop(t);
-                app.recorder
-                    .closed(&c.session_id, c.reason, c.open_turn)
-                    .map_err(|e| ApiError::unavailable(format!("cannot record: {e:#}")))?;
-            }
+    let closed = match app.sessions.lock() {
+        Ok(mut t) => {
+            t.on_response(&k.assignment, &k.request.messages, &reply, Instant::now());
+            k.request
+                .hints
+                .done
+                .then(|| t.close(&k.assignment.session_id, "done"))
+                .flatten()
         }
-    }
+        Err(_) => None,
+    };
+    // The session's end is recorded after its last turn, which it may leave open.
+    let record_closed = |closed: Option<crate::collect::Closed>| match closed {
+        Some(c) => app
+            .recorder
+            .closed(&c.session_id, c.reason, c.open_turn)
+            .map_err(|e| ApiError::unavailable(format!("cannot record: {e:#}"))),
+        None => Ok(()),
+    };
     if !app.opts.record_turns {
-        return Ok(());
+        return record_closed(closed);
     }
     let prompt_messages: Vec<_> = k.request.messages.iter().map(to_abi).collect();
     let turn = Turn {
@@ -495,7 +503,7 @@ where
     app.recorder
         .turn(turn)
         .map_err(|e| ApiError::unavailable(format!("cannot record the turn: {e:#}")))?;
-    Ok(())
+    record_closed(closed)
 }
 
 /// One token as OpenAI's `logprobs.content` lists it: its text, logprob, UTF-8 bytes and the

@@ -3,10 +3,11 @@
 //!
 //! - `kill -9` mid-traffic and a restart: every answer a client received is in the buffer,
 //!   training resumes from the last checkpoint, and no sample is trained twice;
-//! - twenty lives on one buffer, ended by `kill -9` or SIGTERM at random moments (checkpoints
-//!   written every step, so signals land during their writes), with clients that reuse their
-//!   session ids in every life: no acknowledged turn lost, no (session, turn) recorded twice,
-//!   every verdict and sample joined to its own turn, none judged twice;
+//! - twenty-five lives on one buffer, ended by `kill -9` (20) or SIGTERM (5) at random
+//!   moments (checkpoints written every step, so signals land during their writes), with
+//!   clients that reuse their session ids in every life: no acknowledged turn lost, no
+//!   (session, turn) recorded twice, every verdict and sample joined to its own turn, none
+//!   judged twice;
 //! - plugins that never return: a spinning reward is abandoned while serving goes on; a hung
 //!   loss stops the run naming the plugin, and SIGTERM ends the run within its grace.
 
@@ -340,7 +341,7 @@ fn colliding_client(
 }
 
 #[test]
-fn twenty_lives_ended_by_kill_or_sigterm_lose_nothing_and_mix_up_nothing() {
+fn twenty_five_lives_ended_by_kill_or_sigterm_lose_nothing_and_mix_up_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     tiny_model(dir);
@@ -354,7 +355,7 @@ fn twenty_lives_ended_by_kill_or_sigterm_lose_nothing_and_mix_up_nothing() {
         rng % n
     };
     let (mut kills, mut terms) = (0, 0);
-    for life in 0..20 {
+    for life in 0..25 {
         let mut host = start(
             dir,
             &["--rollout-batch-size", "2", "--shutdown-grace", "20"],
@@ -364,7 +365,7 @@ fn twenty_lives_ended_by_kill_or_sigterm_lose_nothing_and_mix_up_nothing() {
             .map(|i| colliding_client(host.url.clone(), i, stop.clone(), seen.clone()))
             .collect();
         std::thread::sleep(Duration::from_millis(300 + next(2700)));
-        if life % 4 == 3 {
+        if life % 5 == 4 {
             // SIGTERM: requests drain, the final checkpoint is written, the exit is clean.
             let status = terminate(&mut host, Duration::from_secs(40));
             assert!(
@@ -436,7 +437,7 @@ fn twenty_lives_ended_by_kill_or_sigterm_lose_nothing_and_mix_up_nothing() {
     assert!(seen.len() >= 20, "only {} answers", seen.len());
     assert!(!judged.is_empty() && !sampled.is_empty());
     eprintln!(
-        "20 lives ({kills} kill -9, {terms} SIGTERM): {} acknowledged answers, {} records checked ({} turns, {} verdicts, {} samples), lost 0",
+        "25 lives ({kills} kill -9, {terms} SIGTERM): {} acknowledged answers, {} records checked ({} turns, {} verdicts, {} samples), lost 0",
         seen.len(),
         replay.records.len(),
         turns.len(),
@@ -519,7 +520,8 @@ fn a_spinning_reward_is_abandoned_while_serving_goes_on() {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
-    // Past four calls left running, the plugin is not called again: no more threads pile up.
+    // Past four calls left running, the plugin is not called again: no more threads pile up
+    // (calls the other three judge workers had already started may add to the four).
     let text = ureq::get(&metrics_url)
         .call()
         .unwrap()
@@ -533,7 +535,7 @@ fn a_spinning_reward_is_abandoned_while_serving_goes_on() {
         })
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
         .unwrap();
-    assert!(left <= 4.0, "{left} calls abandoned");
+    assert!(left <= 7.0, "{left} calls abandoned");
     let status = terminate(&mut host, Duration::from_secs(30));
     stop.store(true, Ordering::SeqCst);
     for c in clients {

@@ -590,6 +590,18 @@ impl Log {
             }
             return Err(anyhow!(e).context("cannot fsync the buffer"));
         }
+        // A rotation's fsync of the same file may have run meanwhile and taken the error this
+        // one would have reported (the kernel reports a write-back error once): it marked the
+        // log broken, so check again before calling anything durable.
+        if let Some(why) = self
+            .writer
+            .lock()
+            .map_err(|_| anyhow!("buffer writer poisoned"))?
+            .broken
+            .clone()
+        {
+            bail!("the buffer cannot be written since {why}; restart to reopen it");
+        }
         *durable = upto;
         self.commits
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -601,14 +613,16 @@ impl Log {
         self.commits.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// Forces everything appended so far to disk.
+    /// Forces everything appended so far to disk (as a commit does, so a failure breaks the
+    /// log for every appender rather than being taken from one of them).
     pub fn sync(&self) -> Result<()> {
-        let mut w = self
-            .writer
-            .lock()
-            .map_err(|_| anyhow!("buffer writer poisoned"))?;
-        w.file.sync_data()?;
-        w.dirty = false;
+        let next = self.next_seq();
+        if next > 0 {
+            self.commit(next - 1)?;
+        }
+        if let Ok(mut w) = self.writer.lock() {
+            w.dirty = false;
+        }
         Ok(())
     }
 

@@ -102,7 +102,7 @@ impl JudgePool {
                         if closing.load(std::sync::atomic::Ordering::SeqCst) {
                             continue;
                         }
-                        done(run_job(&reward, job, &opts, &metrics));
+                        done(run_job(&reward, job, &opts, &metrics, &closing));
                     })
                     .expect("spawn a judge worker")
             })
@@ -150,6 +150,7 @@ fn run_job(
     job: JudgeJob,
     opts: &PoolOptions,
     metrics: &Metrics,
+    closing: &std::sync::atomic::AtomicBool,
 ) -> JudgeOutcome {
     let start = Instant::now();
     let mut attempts = 0;
@@ -166,7 +167,11 @@ fn run_job(
                 ))
             }
             // A hung plugin is not called again: each retry would leave another thread behind.
-            Err(e) if attempts >= opts.attempts.max(1) || e.starts_with(ABANDONED) => {
+            Err(e)
+                if attempts >= opts.attempts.max(1)
+                    || e.starts_with(ABANDONED)
+                    || closing.load(std::sync::atomic::Ordering::SeqCst) =>
+            {
                 count_failure(metrics, &e);
                 break Err(e);
             }
@@ -233,10 +238,11 @@ pub fn score_within(
     judge_timeout: Duration,
     metrics: Option<&Metrics>,
 ) -> Result<Score, String> {
-    let timeout = judge_timeout * (request.judge.votes.max(1) + 1);
+    let calls = request.judge.votes.clamp(1, 1024) + 1;
+    let timeout = judge_timeout.saturating_mul(calls);
     // Each abandoned call keeps a thread (spinning, perhaps); past a few, the plugin is not
     // called again in this run and its turns wait for the next start.
-    let running = watch::running_longer(reward.plugin(), PluginKind::Reward, timeout);
+    let running = watch::abandoned(reward.plugin(), PluginKind::Reward);
     if running >= MAX_ABANDONED {
         return Err(format!(
             "{ABANDONED} earlier calls: plugin `{}` has {running} reward calls still running past \
@@ -257,7 +263,9 @@ pub fn score_within(
     match rx.recv_timeout(timeout) {
         Ok(r) => r,
         Err(RecvTimeoutError::Timeout) => {
-            watch::lower_priority(tid.load(std::sync::atomic::Ordering::SeqCst));
+            let tid = tid.load(std::sync::atomic::Ordering::SeqCst);
+            watch::abandon(tid);
+            watch::lower_priority(tid);
             if let Some(m) = metrics {
                 m.plugin_calls_abandoned
                     .get_or_create(&vec![

@@ -25,6 +25,8 @@ pub struct InFlightCall {
     pub since: Instant,
     /// The OS thread running it (Linux thread id; 0 elsewhere).
     pub tid: i64,
+    /// Whether its caller stopped waiting for it (it still runs).
+    pub abandoned: bool,
 }
 
 impl std::fmt::Display for InFlightCall {
@@ -78,6 +80,7 @@ pub fn watched<T>(plugin: &str, kind: PluginKind, call: &'static str, f: impl Fn
                 call,
                 since: Instant::now(),
                 tid: thread_id(),
+                abandoned: false,
             },
         );
     }
@@ -95,14 +98,22 @@ pub fn overdue(kinds: &[PluginKind], since: Instant, limit: Duration) -> Option<
         .cloned()
 }
 
-/// Calls of `kind` and `plugin` that have run longer than `limit` and are still running
-/// (abandoned ones among them).
-pub fn running_longer(plugin: &str, kind: PluginKind, limit: Duration) -> usize {
+/// Marks the call running on thread `tid` as abandoned by its caller.
+pub fn abandon(tid: i64) {
+    if let Ok(mut c) = CALLS.lock() {
+        for k in c.values_mut().filter(|k| k.tid == tid) {
+            k.abandoned = true;
+        }
+    }
+}
+
+/// Calls of `plugin` and `kind` that were abandoned and still run.
+pub fn abandoned(plugin: &str, kind: PluginKind) -> usize {
     CALLS
         .lock()
         .map(|c| {
             c.values()
-                .filter(|k| k.kind == kind && k.plugin == plugin && k.since.elapsed() > limit)
+                .filter(|k| k.abandoned && k.kind == kind && k.plugin == plugin)
                 .count()
         })
         .unwrap_or(0)
@@ -166,9 +177,13 @@ mod tests {
             overdue(&[PluginKind::Loss], start, Duration::from_millis(20))
                 .is_none_or(|c| c.plugin != "slowpoke")
         );
+        assert_eq!(abandoned("slowpoke", PluginKind::Rollout), 0);
+        abandon(late.tid);
+        assert_eq!(abandoned("slowpoke", PluginKind::Rollout), 1);
         lower_priority(late.tid);
         tx.send(()).unwrap();
         t.join().unwrap();
         assert!(mine().is_none(), "unregistered when it returns");
+        assert_eq!(abandoned("slowpoke", PluginKind::Rollout), 0);
     }
 }

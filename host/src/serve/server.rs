@@ -500,10 +500,13 @@ where
         next_state: None.into(),
         trainable: k.assignment.turn_type == TurnType::Main,
     };
-    app.recorder
+    let recorded = app
+        .recorder
         .turn(turn)
-        .map_err(|e| ApiError::unavailable(format!("cannot record the turn: {e:#}")))?;
-    record_closed(closed)
+        .map_err(|e| ApiError::unavailable(format!("cannot record the turn: {e:#}")));
+    // The session is closed in memory either way; its end is recorded even if the turn was not.
+    let ended = record_closed(closed);
+    recorded.and(ended)
 }
 
 /// One token as OpenAI's `logprobs.content` lists it: its text, logprob, UTF-8 bytes and the

@@ -8,6 +8,8 @@
 //!   clients that reuse their session ids in every life: no acknowledged turn lost, no
 //!   (session, turn) recorded twice, every verdict and sample joined to its own turn, none
 //!   judged twice;
+//! - SIGTERM and `kill -9` in the middle of a checkpoint write: the clean stop finishes it, the
+//!   partial one a kill leaves is ignored and removed, training resumes from the last whole one;
 //! - plugins that never return: a spinning reward is abandoned while serving goes on; a hung
 //!   loss stops the run naming the plugin, and SIGTERM ends the run within its grace.
 
@@ -48,6 +50,11 @@ fn start(dir: &Path, extra: &[&str]) -> Host {
 
 /// `run` with `plugins` (flags whose paths are relative to the workspace) and `extra` flags.
 fn start_with(dir: &Path, plugins: &[&str], extra: &[&str]) -> Host {
+    start_env(dir, plugins, extra, &[])
+}
+
+/// [`start_with`] with environment variables set for the host.
+fn start_env(dir: &Path, plugins: &[&str], extra: &[&str], vars: &[(&str, &str)]) -> Host {
     let port = free_port();
     let plugins: Vec<String> = plugins
         .iter()
@@ -60,6 +67,7 @@ fn start_with(dir: &Path, plugins: &[&str], extra: &[&str]) -> Host {
         })
         .collect();
     let child = host_command(dir)
+        .envs(vars.iter().copied())
         .arg("run")
         .args(&plugins)
         .args(["--model-path", "model", "--port", &port.to_string()])
@@ -631,5 +639,129 @@ fn a_hung_loss_stops_the_run_naming_the_plugin_and_sigterm_ends_it_within_the_gr
     eprintln!(
         "SIGTERM with a hung loss: exited after {:.1} s",
         took.as_secs_f64()
+    );
+}
+
+/// Waits until a checkpoint write is under way (its temporary directory exists); its name.
+fn wait_for_a_checkpoint_write(dir: &Path, within: Duration) -> String {
+    let deadline = Instant::now() + within;
+    loop {
+        let writing = std::fs::read_dir(dir.join("checkpoints"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .find(|n| n.starts_with(".checkpoint-") && n.ends_with(".tmp"));
+        if let Some(n) = writing {
+            return n;
+        }
+        assert!(Instant::now() < deadline, "no checkpoint write began");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// SIGTERM and `kill -9` land in the middle of a checkpoint write (held open by the
+/// fault-injection pause): SIGTERM lets the write finish, writes the final checkpoint and exits
+/// cleanly; `kill -9` leaves the partial write, which the next start ignores and removes,
+/// resuming from the last whole checkpoint.
+#[test]
+fn sigterm_or_kill_during_a_checkpoint_write_keeps_the_last_whole_checkpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    tiny_model(dir);
+    let pause = [("OPENCLAW_FAULT_CHECKPOINT_PAUSE_MS", "1500")];
+    let plugins = ["--plugin", "methods/binary-rl"];
+    let run = |extra: &[&str], vars: &[(&str, &str)]| {
+        let mut args = vec!["--rollout-batch-size", "2", "--shutdown-grace", "30"];
+        args.extend_from_slice(extra);
+        start_env(dir, &plugins, &args, vars)
+    };
+    let seen: Seen = Arc::default();
+    let talk = |host: &Host| {
+        let stop = Arc::new(AtomicBool::new(false));
+        let clients: Vec<_> = (0..2)
+            .map(|i| client(host.url.clone(), i, stop.clone(), seen.clone()))
+            .collect();
+        (stop, clients)
+    };
+    let quiet = |(stop, clients): (Arc<AtomicBool>, Vec<std::thread::JoinHandle<()>>)| {
+        stop.store(true, Ordering::SeqCst);
+        for c in clients {
+            c.join().unwrap();
+        }
+    };
+
+    // SIGTERM in the middle of a write.
+    let mut host = run(&[], &pause);
+    let traffic = talk(&host);
+    let writing = wait_for_a_checkpoint_write(dir, Duration::from_secs(180));
+    let status = terminate(&mut host, Duration::from_secs(40));
+    quiet(traffic);
+    assert!(status.success(), "{}", stderr_of(dir, &host));
+    let after_term = latest_step(dir);
+    let step_of = |n: &str| -> u64 {
+        n.trim_start_matches(".checkpoint-")
+            .trim_end_matches(".tmp")
+            .parse()
+            .unwrap()
+    };
+    assert!(
+        after_term >= step_of(&writing),
+        "the write under way was finished"
+    );
+    eprintln!("SIGTERM during the write of {writing}: exited cleanly at checkpoint {after_term}");
+    let left: Vec<_> = std::fs::read_dir(dir.join("checkpoints"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "a partial checkpoint was left by a clean stop"
+    );
+
+    // kill -9 in the middle of a write.
+    let mut host = run(&[], &pause);
+    let traffic = talk(&host);
+    let writing = wait_for_a_checkpoint_write(dir, Duration::from_secs(180));
+    let whole = latest_step(dir);
+    host.child.kill().unwrap();
+    host.child.wait().unwrap();
+    quiet(traffic);
+    assert!(dir.join("checkpoints").join(&writing).exists());
+    assert_eq!(
+        latest_step(dir),
+        whole,
+        "checkpoint-latest still names a whole one"
+    );
+
+    // The next start resumes from it and trains on.
+    let target = whole + 2;
+    let before = score_lines(dir).len();
+    let mut host = run(&["--max-steps", &target.to_string()], &[]);
+    let traffic = talk(&host);
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let status = loop {
+        if let Some(s) = host.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the resumed run did not reach its steps"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    quiet(traffic);
+    assert!(status.success(), "{}", stderr_of(dir, &host));
+    assert_eq!(latest_step(dir), target);
+    assert!(
+        !dir.join("checkpoints").join(&writing).exists(),
+        "the partial write was removed"
+    );
+    let lines = score_lines(dir);
+    assert_eq!(
+        lines[before]["step"].as_u64().unwrap(),
+        whole + 1,
+        "the resumed run went on from the last whole checkpoint"
     );
 }

@@ -20,7 +20,7 @@ pub fn bin() -> &'static str {
 }
 
 /// Variables outside the configuration table that change what the binary does.
-const OTHER_VARS: [&str; 10] = [
+const OTHER_VARS: [&str; 11] = [
     "OPENCLAW_HOME",
     "ENV_TYPE",
     "ENV_CONFIG",
@@ -31,6 +31,7 @@ const OTHER_VARS: [&str; 10] = [
     "OPENCLAW_PLUGIN_PATH",
     "OPENCLAW_TEST_RUN_STEPS",
     "RAYON_NUM_THREADS",
+    "OPENCLAW_FAULT_CHECKPOINT_PAUSE_MS",
 ];
 
 /// The binary, run in `dir`, with none of the caller's settings in its environment: every

@@ -171,6 +171,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             std::fs::write(tmp.join(&e.name), &e.contents)
                 .with_context(|| format!("cannot write {} into the checkpoint", e.name))?;
         }
+        fault_pause();
         sync_dir_tree(&tmp)?;
         write_synced(&tmp.join(COMPLETE_MARKER), format!("{step}\n").as_bytes())?;
         sync_file(&tmp)?;
@@ -296,4 +297,16 @@ fn retain(save_dir: &Path, keep: usize, current: u64) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A fault-injection point: with `OPENCLAW_FAULT_CHECKPOINT_PAUSE_MS` set, a checkpoint write
+/// pauses that long with its files written and not yet marked complete, so the fault tests can
+/// signal or kill a process in the middle of one. Unset, it does nothing.
+fn fault_pause() {
+    if let Some(ms) = std::env::var("OPENCLAW_FAULT_CHECKPOINT_PAUSE_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
 }

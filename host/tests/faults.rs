@@ -89,63 +89,124 @@ fn start_env(dir: &Path, plugins: &[&str], extra: &[&str], vars: &[(&str, &str)]
         .spawn()
         .unwrap();
     let url = format!("http://127.0.0.1:{port}/v1");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while ureq::get(&format!("http://127.0.0.1:{port}/healthz"))
-        .call()
-        .is_err()
-    {
-        assert!(Instant::now() < deadline, "the host did not come up");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    poll(
+        Duration::from_secs(120),
+        Duration::from_millis(100),
+        "the host did not come up",
+        || {
+            ureq::get(&format!("http://127.0.0.1:{port}/healthz"))
+                .call()
+                .ok()
+        },
+    );
     Host { child, url }
 }
 
 /// What a client saw: (session, answer text).
 type Seen = Arc<Mutex<Vec<(String, String)>>>;
 
-/// A client that keeps having two-message conversations until `stop`.
-fn client(
-    url: String,
-    id: usize,
+/// How a client names its conversations.
+#[derive(Clone, Copy)]
+enum Ids {
+    /// A new session id per conversation, its feedback alternating thanks and a correction.
+    Fresh,
+    /// `user-<id>` for every conversation, in every life of the host (as a client with its own
+    /// ids does after a restart), always thanking.
+    Reused,
+}
+
+/// Clients that keep having two-request conversations (the second closing the session) until
+/// stopped, recording (session, answer) for every answer they receive.
+struct Clients {
     stop: Arc<AtomicBool>,
-    seen: Seen,
-) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(Duration::from_secs(30)))
-            .build()
-            .into();
-        let mut n = 0;
-        while !stop.load(Ordering::SeqCst) {
-            n += 1;
-            let session = format!("c{id}-{n}-{}", std::process::id());
-            let q = json!({"role": "user", "content": "Where does the owl live?"});
-            let Ok(mut r) = agent
-                .post(&format!("{url}/chat/completions"))
-                .header("X-Session-Id", &session)
-                .send_json(json!({"messages": [q]}))
-            else {
-                continue; // the host is down; try again
-            };
-            let Ok(v) = r.body_mut().read_json::<Value>() else {
-                continue;
-            };
-            let answer = v["choices"][0]["message"]["content"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            seen.lock().unwrap().push((session.clone(), answer.clone()));
-            let feedback = if n % 2 == 0 {
-                "Thanks, that helps!"
-            } else {
-                "Please write plain text, no markdown."
-            };
-            let _ = agent
-                .post(&format!("{url}/chat/completions"))
-                .header("X-Session-Id", &session)
-                .header("X-Session-Done", "true")
-                .send_json(json!({"messages": [q, {"role": "assistant", "content": answer}, {"role": "user", "content": feedback}], "max_tokens": 2}));
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Clients {
+    fn start(host: &Host, ids: std::ops::Range<usize>, naming: Ids, seen: &Seen) -> Clients {
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = ids
+            .map(|id| {
+                let (url, stop, seen) = (host.url.clone(), stop.clone(), seen.clone());
+                std::thread::spawn(move || converse(&url, id, naming, &stop, &seen))
+            })
+            .collect();
+        Clients { stop, threads }
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads {
+            t.join().unwrap();
         }
+    }
+}
+
+fn converse(url: &str, id: usize, naming: Ids, stop: &AtomicBool, seen: &Seen) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into();
+    let mut n = 0;
+    while !stop.load(Ordering::SeqCst) {
+        n += 1;
+        let (session, feedback) = match naming {
+            Ids::Fresh => (
+                format!("c{id}-{n}-{}", std::process::id()),
+                if n % 2 == 0 {
+                    "Thanks, that helps!"
+                } else {
+                    "Please write plain text, no markdown."
+                },
+            ),
+            Ids::Reused => (format!("user-{id}"), "Thanks, that helps!"),
+        };
+        let q = json!({"role": "user", "content": "Where does the owl live?"});
+        let Ok(mut r) = agent
+            .post(&format!("{url}/chat/completions"))
+            .header("X-Session-Id", &session)
+            .send_json(json!({"messages": [q]}))
+        else {
+            std::thread::sleep(Duration::from_millis(50)); // the host is down; try again
+            continue;
+        };
+        let Ok(v) = r.body_mut().read_json::<Value>() else {
+            continue;
+        };
+        let answer = v["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        seen.lock().unwrap().push((session.clone(), answer.clone()));
+        let _ = agent
+            .post(&format!("{url}/chat/completions"))
+            .header("X-Session-Id", &session)
+            .header("X-Session-Done", "true")
+            .send_json(json!({"messages": [q, {"role": "assistant", "content": answer}, {"role": "user", "content": feedback}], "max_tokens": 2}));
+    }
+}
+
+/// Calls `ready` every `every` until it gives a value, failing with `what` after `within`.
+fn poll<T>(
+    within: Duration,
+    every: Duration,
+    what: &str,
+    mut ready: impl FnMut() -> Option<T>,
+) -> T {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(v) = ready() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{what}");
+        std::thread::sleep(every);
+    }
+}
+
+/// Waits at most `within` for the host to exit; its exit status.
+fn exit_of(host: &mut Host, within: Duration, what: &str) -> std::process::ExitStatus {
+    poll(within, Duration::from_millis(50), what, || {
+        host.child.try_wait().unwrap()
     })
 }
 
@@ -172,54 +233,32 @@ fn kill_minus_nine_loses_no_answer_and_trains_no_sample_twice() {
     let seen: Seen = Arc::default();
 
     // First life: clients talk while it trains; killed once a few checkpoints exist.
-    let host = start(dir, &[]);
-    let stop = Arc::new(AtomicBool::new(false));
-    let clients: Vec<_> = (0..3)
-        .map(|i| client(host.url.clone(), i, stop.clone(), seen.clone()))
-        .collect();
-    let deadline = Instant::now() + Duration::from_secs(240);
-    while latest_step(dir) < 3 {
-        assert!(
-            Instant::now() < deadline,
-            "no third checkpoint; see host-*.err"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let mut host = host;
+    let mut host = start(dir, &[]);
+    let clients = Clients::start(&host, 0..3, Ids::Fresh, &seen);
+    poll(
+        Duration::from_secs(240),
+        Duration::from_millis(50),
+        "no third checkpoint; see host-*.err",
+        || (latest_step(dir) >= 3).then_some(()),
+    );
     host.child.kill().unwrap(); // SIGKILL
     host.child.wait().unwrap();
-    stop.store(true, Ordering::SeqCst);
-    for c in clients {
-        c.join().unwrap();
-    }
+    clients.stop();
     let resumed_step = latest_step(dir);
     let first_life = score_lines(dir);
     drop(host);
 
     // Second life: same directories; it replays the buffer and trains a few more steps.
     let target = resumed_step + 3;
-    let host = start(dir, &["--max-steps", &target.to_string()]);
-    let stop = Arc::new(AtomicBool::new(false));
-    let clients: Vec<_> = (0..2)
-        .map(|i| client(host.url.clone(), 10 + i, stop.clone(), seen.clone()))
-        .collect();
-    let mut host = host;
-    let deadline = Instant::now() + Duration::from_secs(240);
-    loop {
-        if let Some(status) = host.child.try_wait().unwrap() {
-            assert!(status.success(), "the second life failed; see host-*.err");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the second life did not reach its steps"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    stop.store(true, Ordering::SeqCst);
-    for c in clients {
-        c.join().unwrap();
-    }
+    let mut host = start(dir, &["--max-steps", &target.to_string()]);
+    let clients = Clients::start(&host, 10..12, Ids::Fresh, &seen);
+    let status = exit_of(
+        &mut host,
+        Duration::from_secs(240),
+        "the second life did not reach its steps",
+    );
+    assert!(status.success(), "the second life failed; see host-*.err");
+    clients.stop();
     assert_eq!(latest_step(dir), target);
     let all = score_lines(dir);
     let second_life = &all[first_life.len()..];
@@ -279,18 +318,8 @@ fn terminate(host: &mut Host, limit: Duration) -> std::process::ExitStatus {
         .status()
         .unwrap()
         .success());
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = host.child.try_wait().unwrap() {
-            return status;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "still running {} s after SIGTERM",
-            limit.as_secs()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let what = format!("still running {} s after SIGTERM", limit.as_secs());
+    exit_of(host, limit, &what)
 }
 
 /// What a host printed on stderr.
@@ -304,48 +333,6 @@ fn stderr_of(dir: &Path, host: &Host) -> String {
         .next()
         .unwrap();
     std::fs::read_to_string(dir.join(format!("host-{port}.err"))).unwrap_or_default()
-}
-
-/// A client whose conversations all use the session id `user-<id>`, in every life of the host
-/// (as a client with its own ids does after a restart): two requests per conversation, the
-/// second closing it. Records (session, answer) for every answer it received.
-fn colliding_client(
-    url: String,
-    id: usize,
-    stop: Arc<AtomicBool>,
-    seen: Seen,
-) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .timeout_global(Some(Duration::from_secs(30)))
-            .build()
-            .into();
-        let session = format!("user-{id}");
-        while !stop.load(Ordering::SeqCst) {
-            let q = json!({"role": "user", "content": "Where does the owl live?"});
-            let Ok(mut r) = agent
-                .post(&format!("{url}/chat/completions"))
-                .header("X-Session-Id", &session)
-                .send_json(json!({"messages": [q]}))
-            else {
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            };
-            let Ok(v) = r.body_mut().read_json::<Value>() else {
-                continue;
-            };
-            let answer = v["choices"][0]["message"]["content"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            seen.lock().unwrap().push((session.clone(), answer.clone()));
-            let _ = agent
-                .post(&format!("{url}/chat/completions"))
-                .header("X-Session-Id", &session)
-                .header("X-Session-Done", "true")
-                .send_json(json!({"messages": [q, {"role": "assistant", "content": answer}, {"role": "user", "content": "Thanks, that helps!"}], "max_tokens": 2}));
-        }
-    })
 }
 
 #[test]
@@ -368,10 +355,7 @@ fn twenty_five_lives_ended_by_kill_or_sigterm_lose_nothing_and_mix_up_nothing() 
             dir,
             &["--rollout-batch-size", "2", "--shutdown-grace", "20"],
         );
-        let stop = Arc::new(AtomicBool::new(false));
-        let clients: Vec<_> = (0..2)
-            .map(|i| colliding_client(host.url.clone(), i, stop.clone(), seen.clone()))
-            .collect();
+        let clients = Clients::start(&host, 0..2, Ids::Reused, &seen);
         std::thread::sleep(Duration::from_millis(300 + next(2700)));
         if life % 5 == 4 {
             // SIGTERM: requests drain, the final checkpoint is written, the exit is clean.
@@ -387,10 +371,7 @@ fn twenty_five_lives_ended_by_kill_or_sigterm_lose_nothing_and_mix_up_nothing() 
             host.child.wait().unwrap();
             kills += 1;
         }
-        stop.store(true, Ordering::SeqCst);
-        for c in clients {
-            c.join().unwrap();
-        }
+        clients.stop();
     }
 
     let replay = Log::read_all(&dir.join("rl_buffer")).unwrap();
@@ -456,19 +437,38 @@ fn twenty_five_lives_ended_by_kill_or_sigterm_lose_nothing_and_mix_up_nothing() 
 
 /// Waits until the buffer holds a training sample (so training is about to call the loss).
 fn wait_for_a_sample(dir: &Path, within: Duration) {
-    let deadline = Instant::now() + within;
-    loop {
-        let has = Log::read_all(&dir.join("rl_buffer")).is_ok_and(|r| {
-            r.records
-                .iter()
-                .any(|e| matches!(e.record, Record::Sample { .. }))
-        });
-        if has {
-            return;
-        }
-        assert!(Instant::now() < deadline, "no sample was recorded");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    poll(
+        within,
+        Duration::from_millis(200),
+        "no sample was recorded",
+        || {
+            Log::read_all(&dir.join("rl_buffer"))
+                .is_ok_and(|r| {
+                    r.records
+                        .iter()
+                        .any(|e| matches!(e.record, Record::Sample { .. }))
+                })
+                .then_some(())
+        },
+    )
+}
+
+/// `openclaw_plugin_calls_abandoned_total` of the `hang` plugin, and the whole metrics text.
+fn abandoned_calls(metrics_url: &str) -> (f64, String) {
+    let text = ureq::get(metrics_url)
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_to_string()
+        .unwrap();
+    let n = text
+        .lines()
+        .find(|l| {
+            l.starts_with("openclaw_plugin_calls_abandoned_total{") && l.contains("plugin=\"hang\"")
+        })
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0);
+    (n, text)
 }
 
 #[test]
@@ -487,68 +487,32 @@ fn a_spinning_reward_is_abandoned_while_serving_goes_on() {
         &["--judge-timeout", "1", "--shutdown-grace", "10"],
     );
     let seen: Seen = Arc::default();
-    let stop = Arc::new(AtomicBool::new(false));
-    let clients: Vec<_> = (0..2)
-        .map(|i| client(host.url.clone(), i, stop.clone(), seen.clone()))
-        .collect();
+    let clients = Clients::start(&host, 0..2, Ids::Fresh, &seen);
     let metrics_url = host.url.replace("/v1", "/metrics");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let abandoned = loop {
-        let text = ureq::get(&metrics_url)
-            .call()
-            .unwrap()
-            .body_mut()
-            .read_to_string()
-            .unwrap();
-        let n: f64 = text
-            .lines()
-            .find(|l| {
-                l.starts_with("openclaw_plugin_calls_abandoned_total{")
-                    && l.contains("plugin=\"hang\"")
-            })
-            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-            .unwrap_or(0.0);
-        if n >= 2.0 {
-            assert!(
-                text.contains("openclaw_judge_failures_total{reason=\"timeout\"}"),
-                "{text}"
-            );
-            break n;
-        }
-        assert!(Instant::now() < deadline, "no reward call was abandoned");
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let (abandoned, text) = poll(
+        Duration::from_secs(120),
+        Duration::from_millis(200),
+        "no reward call was abandoned",
+        || Some(abandoned_calls(&metrics_url)).filter(|(n, _)| *n >= 2.0),
+    );
+    assert!(
+        text.contains("openclaw_judge_failures_total{reason=\"timeout\"}"),
+        "{text}"
+    );
     // Serving goes on while abandoned calls spin (at the lowest priority).
     let before = seen.lock().unwrap().len();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while seen.lock().unwrap().len() < before + 3 {
-        assert!(
-            Instant::now() < deadline,
-            "serving stalled behind a spinning reward"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    poll(
+        Duration::from_secs(60),
+        Duration::from_millis(100),
+        "serving stalled behind a spinning reward",
+        || (seen.lock().unwrap().len() >= before + 3).then_some(()),
+    );
     // Past four calls left running, the plugin is not called again: no more threads pile up
     // (calls the other three judge workers had already started may add to the four).
-    let text = ureq::get(&metrics_url)
-        .call()
-        .unwrap()
-        .body_mut()
-        .read_to_string()
-        .unwrap();
-    let left: f64 = text
-        .lines()
-        .find(|l| {
-            l.starts_with("openclaw_plugin_calls_abandoned_total{") && l.contains("plugin=\"hang\"")
-        })
-        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
-        .unwrap();
+    let (left, _) = abandoned_calls(&metrics_url);
     assert!(left <= 7.0, "{left} calls abandoned");
     let status = terminate(&mut host, Duration::from_secs(30));
-    stop.store(true, Ordering::SeqCst);
-    for c in clients {
-        c.join().unwrap();
-    }
+    clients.stop();
     let err = stderr_of(dir, &host);
     assert!(status.success(), "{err}");
     assert!(err.contains("was abandoned"), "{err}");
@@ -579,26 +543,14 @@ fn a_hung_loss_stops_the_run_naming_the_plugin_and_sigterm_ends_it_within_the_gr
             "2",
         ],
     );
-    let stop = Arc::new(AtomicBool::new(false));
     let seen: Seen = Arc::default();
-    let clients: Vec<_> = (0..2)
-        .map(|i| client(host.url.clone(), i, stop.clone(), seen.clone()))
-        .collect();
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let status = loop {
-        if let Some(s) = host.child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "a hung loss never stopped the run"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    stop.store(true, Ordering::SeqCst);
-    for c in clients {
-        c.join().unwrap();
-    }
+    let clients = Clients::start(&host, 0..2, Ids::Fresh, &seen);
+    let status = exit_of(
+        &mut host,
+        Duration::from_secs(180),
+        "a hung loss never stopped the run",
+    );
+    clients.stop();
     let err = stderr_of(dir, &host);
     assert!(!status.success());
     assert!(
@@ -616,19 +568,13 @@ fn a_hung_loss_stops_the_run_naming_the_plugin_and_sigterm_ends_it_within_the_gr
         &plugins,
         &["--rollout-batch-size", "2", "--shutdown-grace", "2"],
     );
-    let stop = Arc::new(AtomicBool::new(false));
-    let clients: Vec<_> = (0..2)
-        .map(|i| client(host.url.clone(), i, stop.clone(), seen.clone()))
-        .collect();
+    let clients = Clients::start(&host, 0..2, Ids::Fresh, &seen);
     wait_for_a_sample(dir, Duration::from_secs(180));
     std::thread::sleep(Duration::from_secs(2));
     let asked = Instant::now();
     let status = terminate(&mut host, Duration::from_secs(20));
     let took = asked.elapsed();
-    stop.store(true, Ordering::SeqCst);
-    for c in clients {
-        c.join().unwrap();
-    }
+    clients.stop();
     let err = stderr_of(dir, &host);
     assert!(!status.success());
     assert!(
@@ -644,20 +590,19 @@ fn a_hung_loss_stops_the_run_naming_the_plugin_and_sigterm_ends_it_within_the_gr
 
 /// Waits until a checkpoint write is under way (its temporary directory exists); its name.
 fn wait_for_a_checkpoint_write(dir: &Path, within: Duration) -> String {
-    let deadline = Instant::now() + within;
-    loop {
-        let writing = std::fs::read_dir(dir.join("checkpoints"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().to_string())
-            .find(|n| n.starts_with(".checkpoint-") && n.ends_with(".tmp"));
-        if let Some(n) = writing {
-            return n;
-        }
-        assert!(Instant::now() < deadline, "no checkpoint write began");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    poll(
+        within,
+        Duration::from_millis(20),
+        "no checkpoint write began",
+        || {
+            std::fs::read_dir(dir.join("checkpoints"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().to_string())
+                .find(|n| n.starts_with(".checkpoint-") && n.ends_with(".tmp"))
+        },
+    )
 }
 
 /// SIGTERM and `kill -9` land in the middle of a checkpoint write (held open by the
@@ -677,26 +622,14 @@ fn sigterm_or_kill_during_a_checkpoint_write_keeps_the_last_whole_checkpoint() {
         start_env(dir, &plugins, &args, vars)
     };
     let seen: Seen = Arc::default();
-    let talk = |host: &Host| {
-        let stop = Arc::new(AtomicBool::new(false));
-        let clients: Vec<_> = (0..2)
-            .map(|i| client(host.url.clone(), i, stop.clone(), seen.clone()))
-            .collect();
-        (stop, clients)
-    };
-    let quiet = |(stop, clients): (Arc<AtomicBool>, Vec<std::thread::JoinHandle<()>>)| {
-        stop.store(true, Ordering::SeqCst);
-        for c in clients {
-            c.join().unwrap();
-        }
-    };
+    let talk = |host: &Host| Clients::start(host, 0..2, Ids::Fresh, &seen);
 
     // SIGTERM in the middle of a write.
     let mut host = run(&[], &pause);
     let traffic = talk(&host);
     let writing = wait_for_a_checkpoint_write(dir, Duration::from_secs(180));
     let status = terminate(&mut host, Duration::from_secs(40));
-    quiet(traffic);
+    traffic.stop();
     assert!(status.success(), "{}", stderr_of(dir, &host));
     let after_term = latest_step(dir);
     let step_of = |n: &str| -> u64 {
@@ -727,7 +660,7 @@ fn sigterm_or_kill_during_a_checkpoint_write_keeps_the_last_whole_checkpoint() {
     let whole = latest_step(dir);
     host.child.kill().unwrap();
     host.child.wait().unwrap();
-    quiet(traffic);
+    traffic.stop();
     assert!(dir.join("checkpoints").join(&writing).exists());
     assert_eq!(
         latest_step(dir),
@@ -740,18 +673,12 @@ fn sigterm_or_kill_during_a_checkpoint_write_keeps_the_last_whole_checkpoint() {
     let before = score_lines(dir).len();
     let mut host = run(&["--max-steps", &target.to_string()], &[]);
     let traffic = talk(&host);
-    let deadline = Instant::now() + Duration::from_secs(240);
-    let status = loop {
-        if let Some(s) = host.child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the resumed run did not reach its steps"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    quiet(traffic);
+    let status = exit_of(
+        &mut host,
+        Duration::from_secs(240),
+        "the resumed run did not reach its steps",
+    );
+    traffic.stop();
     assert!(status.success(), "{}", stderr_of(dir, &host));
     assert_eq!(latest_step(dir), target);
     assert!(

@@ -360,14 +360,17 @@ impl ModelConfig {
                 bail!("`{key}` must be positive");
             }
         }
-        if self.num_attention_heads % self.num_key_value_heads != 0 {
+        if !self
+            .num_attention_heads
+            .is_multiple_of(self.num_key_value_heads)
+        {
             bail!(
                 "num_attention_heads ({}) must be a multiple of num_key_value_heads ({})",
                 self.num_attention_heads,
                 self.num_key_value_heads
             );
         }
-        if self.head_dim % 2 != 0 {
+        if !self.head_dim.is_multiple_of(2) {
             bail!("head_dim ({}) must be even for RoPE", self.head_dim);
         }
         if self.architecture.is_classifier() && self.num_labels == 0 {

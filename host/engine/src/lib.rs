@@ -38,4 +38,7 @@ pub use model::Model;
 pub use publish::{Published, Versioned};
 pub use score::{score, token_logprobs, ScoreOptions, ScoreRequest, ScoreResult};
 pub use weights::gguf::load_gguf_model;
-pub use weights::{load_model, random_model, save_model, SaveDtype, SaveOptions};
+pub use weights::{
+    load_model, load_model_with, random_model, save_model, GgufWeights, LoadConfig, SaveDtype,
+    SaveOptions,
+};

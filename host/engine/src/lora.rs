@@ -225,12 +225,14 @@ pub fn has_adapters<B: Backend>(model: &Model<B>) -> bool {
 }
 
 /// Freezes every weight of `model` and puts a fresh adapter on each targeted projection. The
-/// adapters' initial values depend only on `seed` and the projection's name.
+/// adapters' initial values depend only on `seed` and the projection's name. Weights held in
+/// quantised blocks are dequantised first: adapters train over f32 base weights.
 pub fn attach<B: Backend>(model: Model<B>, cfg: &LoraConfig, seed: u64) -> Result<Model<B>> {
     cfg.validate()?;
     if has_adapters(&model) {
         bail!("the model already carries LoRA adapters");
     }
+    let model = model.dequantised();
     let device = model.device();
     let mut model = model.no_grad();
     let r = cfg.rank;
@@ -259,7 +261,7 @@ pub fn attach<B: Backend>(model: Model<B>, cfg: &LoraConfig, seed: u64) -> Resul
 /// A copy of `model` with every adapter folded into its projection (`W + scale · A B`) and
 /// removed: what serving and export use.
 pub fn merged<B: Backend>(model: &Model<B>) -> Model<B> {
-    let mut out = model.clone();
+    let mut out = model.dequantised();
     for layer in out.model.layers.iter_mut() {
         for slot in slots(layer) {
             if let Some(l) = slot.lora.take() {
@@ -395,6 +397,7 @@ pub fn load_adapters<B: Backend>(model: Model<B>, dir: &Path) -> Result<(Model<B
     if has_adapters(&model) {
         bail!("the model already carries LoRA adapters");
     }
+    let model = model.dequantised();
     let file = dir.join(ADAPTER_FILE);
     let (mut tensors, _) = read_f32(&file)?;
     let device = model.device();

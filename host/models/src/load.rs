@@ -5,7 +5,7 @@ use crate::text::tokenizer_and_template;
 use anyhow::{bail, Context, Result};
 use burn::prelude::Backend;
 use openclaw_chat::{ChatTemplate, Tokenizer};
-use openclaw_engine::{Model, ModelConfig};
+use openclaw_engine::{GgufWeights, Model, ModelConfig};
 use std::path::{Path, PathBuf};
 
 /// How to read a `--model-path`.
@@ -16,6 +16,9 @@ pub struct LoadOptions {
     /// Where the tokenizer and chat template come from when not from the model
     /// (`--tokenizer`).
     pub tokenizer: Option<PathBuf>,
+    /// How a GGUF file's quantised weights are held: in their blocks for serving, judging and
+    /// evaluation (the default), f32 where they are trained.
+    pub gguf: GgufWeights,
 }
 
 impl Default for LoadOptions {
@@ -28,6 +31,7 @@ impl Default for LoadOptions {
                 .map(PathBuf::from)
                 .unwrap_or_else(|| PathBuf::from("checkpoints")),
             tokenizer: None,
+            gguf: GgufWeights::Blocks,
         }
     }
 }
@@ -38,7 +42,8 @@ pub struct ModelFiles<B: Backend> {
     pub source: ModelSource,
     /// The model's configuration.
     pub config: ModelConfig,
-    /// The weights, LoRA adapters merged in (one matmul per projection, the same outputs).
+    /// The weights, LoRA adapters merged in (one matmul per projection, the same outputs); a
+    /// GGUF file's quantised weights in the form [`LoadOptions::gguf`] names.
     pub model: Model<B>,
     /// The tokenizer.
     pub tokenizer: Tokenizer,
@@ -64,7 +69,7 @@ impl<B: Backend> ModelFiles<B> {
         opts: &LoadOptions,
         device: &B::Device,
     ) -> Result<Self> {
-        let model = load_weights::<B>(&source, device)?;
+        let model = load_weights_with::<B>(&source, device, opts.gguf)?;
         let (tokenizer, template) = tokenizer_and_template(&source, opts.tokenizer.as_deref())?;
         if tokenizer.vocab_size() > model.config.vocab_size {
             bail!(
@@ -89,10 +94,21 @@ impl<B: Backend> ModelFiles<B> {
     }
 }
 
-/// The weights of `source` on `device`, LoRA adapters merged.
+/// The weights of `source` on `device` in f32 (what training needs), LoRA adapters merged.
 pub fn load_weights<B: Backend>(source: &ModelSource, device: &B::Device) -> Result<Model<B>> {
+    load_weights_with(source, device, GgufWeights::F32)
+}
+
+/// The weights of `source` on `device`, a GGUF file's quantised weights in the form `gguf`
+/// names (a model with LoRA adapters is merged, so in f32), LoRA adapters merged.
+pub fn load_weights_with<B: Backend>(
+    source: &ModelSource,
+    device: &B::Device,
+    gguf: GgufWeights,
+) -> Result<Model<B>> {
     let path = source.path();
-    let model = openclaw_engine::load_model::<B>(path, device)
+    let cfg = openclaw_engine::LoadConfig { gguf };
+    let model = openclaw_engine::load_model_with::<B>(path, device, &cfg)
         .with_context(|| format!("cannot load the model in {}", path.display()))?;
     if source.has_adapters() {
         let (with_adapters, _) = openclaw_engine::lora::load_adapters(model, path)?;

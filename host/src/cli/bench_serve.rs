@@ -174,7 +174,7 @@ fn load(port: u16, o: &ServeBenchOptions) -> Samples {
                                 s.latency.push(total);
                             }
                             // The user's reply: the answer's next state, so training has data.
-                            let reply = if n % 2 == 0 { "Thanks, great!" } else { "Please write plain text, no markdown." };
+                            let reply = if n.is_multiple_of(2) { "Thanks, great!" } else { "Please write plain text, no markdown." };
                             let r = agent
                                 .post(&url)
                                 .header("X-Session-Id", &session)

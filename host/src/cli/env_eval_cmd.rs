@@ -99,6 +99,7 @@ pub fn run(flags: &EvalFlags, env_spec: &str) -> Result<i32> {
             let load = LoadOptions {
                 save_dir: self.flags.save_dir.clone(),
                 tokenizer: self.flags.tokenizer.clone(),
+                gguf: openclaw_engine::GgufWeights::Blocks,
             };
             let spec = self.flags.model_path.to_string_lossy().into_owned();
             let files = ModelFiles::<B>::load(&spec, &load, &p.serve)?;

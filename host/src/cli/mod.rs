@@ -459,6 +459,28 @@ pub struct DecodeBenchFlags {
     /// decode: timed repetitions (the best counts) after a warm-up.
     #[arg(long, default_value_t = 2)]
     repeats: usize,
+    /// decode: how a GGUF file's quantised weights are held: `blocks` (as served: dequantised
+    /// inside the matmuls) or `f32` (dequantised at load, as training holds them).
+    #[arg(long, value_enum, default_value_t = WeightsForm::Blocks)]
+    weights: WeightsForm,
+}
+
+/// The form of a GGUF file's quantised weights once loaded.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightsForm {
+    /// Kept in their blocks.
+    Blocks,
+    /// Dequantised to f32 at load.
+    F32,
+}
+
+impl From<WeightsForm> for openclaw_engine::GgufWeights {
+    fn from(w: WeightsForm) -> Self {
+        match w {
+            WeightsForm::Blocks => openclaw_engine::GgufWeights::Blocks,
+            WeightsForm::F32 => openclaw_engine::GgufWeights::F32,
+        }
+    }
 }
 
 fn bench_decode(model: &Path, flags: &DecodeBenchFlags) -> anyhow::Result<i32> {
@@ -471,15 +493,20 @@ fn bench_decode(model: &Path, flags: &DecodeBenchFlags) -> anyhow::Result<i32> {
     }
     let device = openclaw_engine::CpuDevice::default();
     let t = std::time::Instant::now();
-    let model = openclaw_engine::load_model::<openclaw_engine::CpuBackend>(model, &device)
-        .with_context(|| format!("cannot load {}", model.display()))?;
+    let load = openclaw_engine::LoadConfig {
+        gguf: flags.weights.into(),
+    };
+    let model =
+        openclaw_engine::load_model_with::<openclaw_engine::CpuBackend>(model, &device, &load)
+            .with_context(|| format!("cannot load {}", model.display()))?;
     let cfg = &model.config;
     eprintln!(
-        "decode benchmark: {} ({} layers, hidden {}, vocab {}), loaded in {:.1} s; {}-token prompts, {} new tokens",
+        "decode benchmark: {} ({} layers, hidden {}, vocab {}), weights {}, loaded in {:.1} s; {}-token prompts, {} new tokens",
         cfg.architecture.name(),
         cfg.num_hidden_layers,
         cfg.hidden_size,
         cfg.vocab_size,
+        if model.is_quantised() { "in quantised blocks" } else { "f32" },
         t.elapsed().as_secs_f64(),
         flags.prompt_len,
         flags.new_tokens
@@ -502,6 +529,9 @@ fn bench_decode(model: &Path, flags: &DecodeBenchFlags) -> anyhow::Result<i32> {
             "batch {:>2} in {} group(s): {:>7.1} tokens/s decode ({:.1} per sequence), prefill {:.2} s",
             r.batch, r.groups, r.decode_tok_s, r.per_sequence_tok_s, r.prefill_s
         );
+    }
+    if let Some(mib) = peak_rss_mib() {
+        eprintln!("peak resident memory {mib:.0} MiB");
     }
     println!("{}", serde_json::to_string_pretty(&rows)?);
     Ok(0)

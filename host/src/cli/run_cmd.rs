@@ -269,7 +269,7 @@ impl OnBackend for RunOn<'_> {
                 Some(e)
                     if evaluates
                         && eval_every > 0
-                        && (r.step % eval_every == 0 || Some(r.step) == final_step) =>
+                        && (r.step.is_multiple_of(eval_every) || Some(r.step) == final_step) =>
                 {
                     let s = e.evaluate();
                     line += &format!(

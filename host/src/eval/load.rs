@@ -23,6 +23,7 @@ pub fn load_on<B: Backend>(
     let opts = LoadOptions {
         save_dir: save_dir.to_path_buf(),
         tokenizer: tokenizer.map(Path::to_path_buf),
+        gguf: openclaw_engine::GgufWeights::Blocks,
     };
     ModelFiles::load(model_path, &opts, device)
 }

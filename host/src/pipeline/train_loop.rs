@@ -183,7 +183,7 @@ impl<B: Backend> TrainLoop<B> {
             if let Some(weights) = self
                 .weights
                 .as_ref()
-                .filter(|_| step % self.opts.update_interval.max(1) == 0)
+                .filter(|_| step.is_multiple_of(self.opts.update_interval.max(1)))
             {
                 let v = self.session.trainer.publish_on(weights, &self.serve_device);
                 self.metrics.weight_version.set(v as i64);

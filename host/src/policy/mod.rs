@@ -20,6 +20,7 @@ pub fn load_options(cfg: &RunConfig) -> LoadOptions {
     LoadOptions {
         save_dir: cfg.save_dir.clone().into(),
         tokenizer: None,
+        gguf: openclaw_engine::GgufWeights::Blocks,
     }
 }
 

@@ -65,7 +65,7 @@ impl Checkpointer {
         self.save_dir.is_some()
             && self.interval > 0
             && step > self.last_saved
-            && step % self.interval == 0
+            && step.is_multiple_of(self.interval)
     }
 
     /// Saves a checkpoint now (with the tokenizer files and `run_state`), unless this step is

@@ -6,7 +6,7 @@ use burn::prelude::*;
 use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
 
-use super::linear::{adapted_forward, export_linear, load_linear, LoraAdapter};
+use super::linear::{adapted_forward, export_projection, load_projection, Blocks, LoraAdapter};
 use super::norm::{export_rms_norm, load_rms_norm, rms_norm_forward};
 use super::rope::RopeTables;
 use crate::config::ModelConfig;
@@ -41,6 +41,18 @@ pub struct Attention<B: Backend> {
     pub v_lora: Option<LoraAdapter<B>>,
     /// LoRA adapter on `o_proj` (training only).
     pub o_lora: Option<LoraAdapter<B>>,
+    /// `q_proj`'s weight in quantised blocks (serving a GGUF file), see [`Blocks`].
+    #[module(skip)]
+    pub q_blocks: Blocks,
+    /// `k_proj`'s weight in quantised blocks.
+    #[module(skip)]
+    pub k_blocks: Blocks,
+    /// `v_proj`'s weight in quantised blocks.
+    #[module(skip)]
+    pub v_blocks: Blocks,
+    /// `o_proj`'s weight in quantised blocks.
+    #[module(skip)]
+    pub o_blocks: Blocks,
 }
 
 /// The keys and values one layer has seen so far for a group of sequences:
@@ -113,39 +125,18 @@ impl<B: Backend> Attention<B> {
                 Ok(None)
             }
         };
+        let mut proj = |name: &str, d_in: usize, d_out: usize, bias: bool| {
+            load_projection::<B>(src, &format!("{prefix}.{name}"), d_in, d_out, bias, device)
+        };
+        let (q_proj, q_blocks) = proj("q_proj", d, h * hd, f.qkv_bias)?;
+        let (k_proj, k_blocks) = proj("k_proj", d, kvh * hd, f.qkv_bias)?;
+        let (v_proj, v_blocks) = proj("v_proj", d, kvh * hd, f.qkv_bias)?;
+        let (o_proj, o_blocks) = proj("o_proj", h * hd, d, f.o_bias)?;
         Ok(Attention {
-            q_proj: load_linear(
-                src,
-                &format!("{prefix}.q_proj"),
-                d,
-                h * hd,
-                f.qkv_bias,
-                device,
-            )?,
-            k_proj: load_linear(
-                src,
-                &format!("{prefix}.k_proj"),
-                d,
-                kvh * hd,
-                f.qkv_bias,
-                device,
-            )?,
-            v_proj: load_linear(
-                src,
-                &format!("{prefix}.v_proj"),
-                d,
-                kvh * hd,
-                f.qkv_bias,
-                device,
-            )?,
-            o_proj: load_linear(
-                src,
-                &format!("{prefix}.o_proj"),
-                h * hd,
-                d,
-                f.o_bias,
-                device,
-            )?,
+            q_proj,
+            k_proj,
+            v_proj,
+            o_proj,
             q_norm: norm(src, "q_norm")?,
             k_norm: norm(src, "k_norm")?,
             n_heads: h,
@@ -155,15 +146,23 @@ impl<B: Backend> Attention<B> {
             k_lora: None,
             v_lora: None,
             o_lora: None,
+            q_blocks,
+            k_blocks,
+            v_blocks,
+            o_blocks,
         })
     }
 
     /// Writes the layer's tensors under HF names.
     pub fn export(&self, prefix: &str, out: &mut Vec<TensorExport>) {
-        export_linear(&self.q_proj, &format!("{prefix}.q_proj"), out);
-        export_linear(&self.k_proj, &format!("{prefix}.k_proj"), out);
-        export_linear(&self.v_proj, &format!("{prefix}.v_proj"), out);
-        export_linear(&self.o_proj, &format!("{prefix}.o_proj"), out);
+        for (layer, blocks, name) in [
+            (&self.q_proj, &self.q_blocks, "q_proj"),
+            (&self.k_proj, &self.k_blocks, "k_proj"),
+            (&self.v_proj, &self.v_blocks, "v_proj"),
+            (&self.o_proj, &self.o_blocks, "o_proj"),
+        ] {
+            export_projection(layer, blocks, &format!("{prefix}.{name}"), out);
+        }
         if let Some(n) = &self.q_norm {
             export_rms_norm(n, &format!("{prefix}.q_norm"), out);
         }
@@ -183,11 +182,22 @@ impl<B: Backend> Attention<B> {
         let (h, kvh, hd) = (self.n_heads, self.n_kv_heads, self.head_dim);
         let g = h / kvh;
 
-        let q =
-            adapted_forward(&self.q_proj, self.q_lora.as_ref(), x.clone()).reshape([b, s, h, hd]);
-        let k =
-            adapted_forward(&self.k_proj, self.k_lora.as_ref(), x.clone()).reshape([b, s, kvh, hd]);
-        let v = adapted_forward(&self.v_proj, self.v_lora.as_ref(), x).reshape([b, s, kvh, hd]);
+        let q = adapted_forward(
+            &self.q_proj,
+            &self.q_blocks,
+            self.q_lora.as_ref(),
+            x.clone(),
+        )
+        .reshape([b, s, h, hd]);
+        let k = adapted_forward(
+            &self.k_proj,
+            &self.k_blocks,
+            self.k_lora.as_ref(),
+            x.clone(),
+        )
+        .reshape([b, s, kvh, hd]);
+        let v = adapted_forward(&self.v_proj, &self.v_blocks, self.v_lora.as_ref(), x)
+            .reshape([b, s, kvh, hd]);
         let q = match &self.q_norm {
             Some(n) => rms_norm_forward(n, q),
             None => q,
@@ -240,7 +250,7 @@ impl<B: Backend> Attention<B> {
                 .swap_dims(1, 2)
                 .reshape([b, s, h * hd])
         };
-        adapted_forward(&self.o_proj, self.o_lora.as_ref(), out)
+        adapted_forward(&self.o_proj, &self.o_blocks, self.o_lora.as_ref(), out)
     }
 }
 

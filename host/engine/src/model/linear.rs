@@ -5,7 +5,14 @@ use burn::module::Param;
 use burn::nn::Linear;
 use burn::prelude::*;
 
+use super::quantised::QuantMatrix;
 use crate::weights::{TensorExport, WeightSource};
+
+/// A projection's weight kept in quantised blocks (a GGUF file loaded for serving). When set,
+/// the projection's `Linear` holds a `[0, d_out]` placeholder weight (and its bias, if any):
+/// every matmul goes through the blocks, and anything that reads the f32 weight fails on its
+/// shape instead of computing with it.
+pub type Blocks = Option<std::sync::Arc<QuantMatrix>>;
 
 /// Transposes a row-major `[rows, cols]` matrix.
 pub(crate) fn transpose(data: &[f32], rows: usize, cols: usize) -> Vec<f32> {
@@ -40,6 +47,90 @@ pub fn load_linear<B: Backend>(
         None
     };
     Ok(Linear { weight, bias })
+}
+
+/// [`load_linear`], keeping the weight in its quantised blocks when `src` hands them out.
+pub fn load_projection<B: Backend>(
+    src: &mut dyn WeightSource,
+    prefix: &str,
+    d_in: usize,
+    d_out: usize,
+    bias: bool,
+    device: &B::Device,
+) -> Result<(Linear<B>, Blocks)> {
+    let Some(q) = src.blocks(&format!("{prefix}.weight"), &[d_out, d_in])? else {
+        return Ok((load_linear(src, prefix, d_in, d_out, bias, device)?, None));
+    };
+    let bias = if bias {
+        let b = src.tensor(&format!("{prefix}.bias"), &[d_out])?;
+        Some(Param::from_data(TensorData::new(b, [d_out]), device))
+    } else {
+        None
+    };
+    let weight = Param::from_tensor(Tensor::<B, 2>::empty([0, d_out], device));
+    Ok((Linear { weight, bias }, Some(std::sync::Arc::new(q))))
+}
+
+/// `x W + b` through the quantised blocks when there are any, else [`linear_forward`].
+pub fn project<B: Backend, const D: usize>(
+    layer: &Linear<B>,
+    blocks: &Blocks,
+    x: Tensor<B, D>,
+) -> Tensor<B, D> {
+    let Some(q) = blocks else {
+        return linear_forward(layer, x);
+    };
+    let dims = x.dims();
+    let rows: usize = dims[..D - 1].iter().product();
+    let [d_out, d_in] = q.dims();
+    let mut y = q.forward(x.reshape([rows, d_in]));
+    if let Some(b) = &layer.bias {
+        y = y + b.val().unsqueeze::<2>();
+    }
+    let mut out = dims;
+    out[D - 1] = d_out;
+    y.reshape(out)
+}
+
+/// Writes a projection under HF names, dequantising its blocks when it has them.
+pub fn export_projection<B: Backend>(
+    layer: &Linear<B>,
+    blocks: &Blocks,
+    prefix: &str,
+    out: &mut Vec<TensorExport>,
+) {
+    let Some(q) = blocks else {
+        return export_linear(layer, prefix, out);
+    };
+    let [d_out, d_in] = q.dims();
+    out.push(TensorExport::new(
+        format!("{prefix}.weight"),
+        vec![d_out, d_in],
+        q.dequantise(),
+    ));
+    if let Some(b) = &layer.bias {
+        out.push(TensorExport::new(
+            format!("{prefix}.bias"),
+            vec![d_out],
+            crate::weights::to_f32_vec(b.val()),
+        ));
+    }
+}
+
+/// The f32 `Linear` of a projection, its blocks dequantised when it has them.
+pub fn dequantised<B: Backend>(layer: &Linear<B>, blocks: &Blocks) -> Linear<B> {
+    let Some(q) = blocks else {
+        return layer.clone();
+    };
+    let [d_out, d_in] = q.dims();
+    let device = layer.weight.val().device();
+    Linear {
+        weight: Param::from_data(
+            TensorData::new(q.dequantise_transposed(), [d_in, d_out]),
+            &device,
+        ),
+        bias: layer.bias.clone(),
+    }
 }
 
 /// Applies `x W + b` with the leading dimensions flattened, so the matmul is one large 2D gemm.
@@ -101,20 +192,21 @@ pub struct LoraAdapter<B: Backend> {
     pub dropout: f64,
 }
 
-/// [`linear_forward`] plus the adapter's low-rank term when `lora` is given.
+/// [`project`] plus the adapter's low-rank term when `lora` is given.
 pub fn adapted_forward<B: Backend, const D: usize>(
     layer: &Linear<B>,
+    blocks: &Blocks,
     lora: Option<&LoraAdapter<B>>,
     x: Tensor<B, D>,
 ) -> Tensor<B, D> {
     let Some(lora) = lora else {
-        return linear_forward(layer, x);
+        return project(layer, blocks, x);
     };
     let dims = x.dims();
     let d_in = dims[D - 1];
     let rows: usize = dims[..D - 1].iter().product();
     let x = x.reshape([rows, d_in]);
-    let base = linear_forward(layer, x.clone());
+    let base = project(layer, blocks, x.clone());
     let d_out = base.dims()[1];
     let x = burn::nn::Dropout { prob: lora.dropout }.forward(x);
     // Scaling the rank-wide activation is cheaper than scaling the output.

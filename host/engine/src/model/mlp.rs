@@ -5,7 +5,7 @@ use burn::nn::Linear;
 use burn::prelude::*;
 use burn::tensor::activation::silu;
 
-use super::linear::{adapted_forward, export_linear, load_linear, LoraAdapter};
+use super::linear::{adapted_forward, export_projection, load_projection, Blocks, LoraAdapter};
 use crate::weights::{TensorExport, WeightSource};
 
 /// SwiGLU MLP weights, named as in HF.
@@ -23,6 +23,15 @@ pub struct Mlp<B: Backend> {
     pub up_lora: Option<LoraAdapter<B>>,
     /// LoRA adapter on `down_proj` (training only).
     pub down_lora: Option<LoraAdapter<B>>,
+    /// `gate_proj`'s weight in quantised blocks (serving a GGUF file), see [`Blocks`].
+    #[module(skip)]
+    pub gate_blocks: Blocks,
+    /// `up_proj`'s weight in quantised blocks.
+    #[module(skip)]
+    pub up_blocks: Blocks,
+    /// `down_proj`'s weight in quantised blocks.
+    #[module(skip)]
+    pub down_blocks: Blocks,
 }
 
 impl<B: Backend> Mlp<B> {
@@ -34,42 +43,34 @@ impl<B: Backend> Mlp<B> {
         inter: usize,
         device: &B::Device,
     ) -> Result<Self> {
+        let mut proj = |name: &str, d_in: usize, d_out: usize| {
+            load_projection::<B>(src, &format!("{prefix}.{name}"), d_in, d_out, false, device)
+        };
+        let (gate_proj, gate_blocks) = proj("gate_proj", hidden, inter)?;
+        let (up_proj, up_blocks) = proj("up_proj", hidden, inter)?;
+        let (down_proj, down_blocks) = proj("down_proj", inter, hidden)?;
         Ok(Mlp {
-            gate_proj: load_linear(
-                src,
-                &format!("{prefix}.gate_proj"),
-                hidden,
-                inter,
-                false,
-                device,
-            )?,
-            up_proj: load_linear(
-                src,
-                &format!("{prefix}.up_proj"),
-                hidden,
-                inter,
-                false,
-                device,
-            )?,
-            down_proj: load_linear(
-                src,
-                &format!("{prefix}.down_proj"),
-                inter,
-                hidden,
-                false,
-                device,
-            )?,
+            gate_proj,
+            up_proj,
+            down_proj,
             gate_lora: None,
             up_lora: None,
             down_lora: None,
+            gate_blocks,
+            up_blocks,
+            down_blocks,
         })
     }
 
     /// Writes the MLP under HF names.
     pub fn export(&self, prefix: &str, out: &mut Vec<TensorExport>) {
-        export_linear(&self.gate_proj, &format!("{prefix}.gate_proj"), out);
-        export_linear(&self.up_proj, &format!("{prefix}.up_proj"), out);
-        export_linear(&self.down_proj, &format!("{prefix}.down_proj"), out);
+        for (layer, blocks, name) in [
+            (&self.gate_proj, &self.gate_blocks, "gate_proj"),
+            (&self.up_proj, &self.up_blocks, "up_proj"),
+            (&self.down_proj, &self.down_blocks, "down_proj"),
+        ] {
+            export_projection(layer, blocks, &format!("{prefix}.{name}"), out);
+        }
     }
 
     /// Applies the MLP to `[..., hidden]`.
@@ -77,13 +78,23 @@ impl<B: Backend> Mlp<B> {
         if let Some(y) = self.try_fused(&x) {
             return y;
         }
-        let gate = adapted_forward(&self.gate_proj, self.gate_lora.as_ref(), x.clone());
-        let up = adapted_forward(&self.up_proj, self.up_lora.as_ref(), x);
+        let gate = adapted_forward(
+            &self.gate_proj,
+            &self.gate_blocks,
+            self.gate_lora.as_ref(),
+            x.clone(),
+        );
+        let up = adapted_forward(&self.up_proj, &self.up_blocks, self.up_lora.as_ref(), x);
         let product = match super::swiglu::try_silu_mul(&gate, &up) {
             Some(p) => p,
             None => silu(gate) * up,
         };
-        adapted_forward(&self.down_proj, self.down_lora.as_ref(), product)
+        adapted_forward(
+            &self.down_proj,
+            &self.down_blocks,
+            self.down_lora.as_ref(),
+            product,
+        )
     }
 
     /// The CPU backend's fused gate and up projections and product (see [`super::swiglu`]),
@@ -91,6 +102,8 @@ impl<B: Backend> Mlp<B> {
     fn try_fused<const D: usize>(&self, x: &Tensor<B, D>) -> Option<Tensor<B, D>> {
         if self.gate_lora.is_some()
             || self.up_lora.is_some()
+            || self.gate_blocks.is_some()
+            || self.up_blocks.is_some()
             || self.gate_proj.bias.is_some()
             || self.up_proj.bias.is_some()
         {
@@ -108,6 +121,7 @@ impl<B: Backend> Mlp<B> {
         out[D - 1] = product.dims()[1];
         Some(adapted_forward(
             &self.down_proj,
+            &self.down_blocks,
             self.down_lora.as_ref(),
             product.reshape(out),
         ))

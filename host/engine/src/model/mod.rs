@@ -8,6 +8,7 @@ pub mod linear;
 pub mod mlp;
 pub mod norm;
 pub mod prefill_matmul;
+pub mod quantised;
 pub mod rope;
 pub mod simd_kernels;
 pub mod small_matmul;
@@ -23,7 +24,9 @@ use crate::generate::kv_cache::KvCache;
 use crate::weights::{to_f32_vec, TensorExport, WeightSource};
 use attention::AttnContext;
 use block::DecoderLayer;
-use linear::{export_linear, linear_forward, load_linear};
+use linear::{
+    export_linear, export_projection, linear_forward, load_linear, load_projection, project, Blocks,
+};
 use norm::{export_rms_norm, load_rms_norm, rms_norm_forward};
 use rope::{Rope, RopeTables};
 
@@ -56,6 +59,10 @@ pub struct Model<B: Backend> {
     /// RoPE frequencies.
     #[module(skip)]
     pub rope: Rope,
+    /// The language-model head's weight in quantised blocks (serving a GGUF file); with tied
+    /// embeddings the embedding rows are decoded from it. See [`Blocks`].
+    #[module(skip)]
+    pub lm_head_blocks: Blocks,
 }
 
 impl<B: Backend> Model<B> {
@@ -71,12 +78,12 @@ impl<B: Backend> Model<B> {
         let (v, d) = (config.vocab_size, config.hidden_size);
         let classifier = config.architecture.is_classifier();
         let tied = config.tie_word_embeddings && !classifier;
+        let mut lm_head_blocks = None;
         let (embed_tokens, tied_head) = if tied {
             // HF's `[vocab, hidden]` embedding is exactly a Linear(hidden -> vocab) weight.
-            (
-                None,
-                Some(load_linear(src, "model.embed_tokens", d, v, false, device)?),
-            )
+            let (head, blocks) = load_projection(src, "model.embed_tokens", d, v, false, device)?;
+            lm_head_blocks = blocks;
+            (None, Some(head))
         } else {
             let emb = src.tensor("model.embed_tokens.weight", &[v, d])?;
             let weight = Param::from_data(TensorData::new(emb, [v, d]), device);
@@ -92,10 +99,9 @@ impl<B: Backend> Model<B> {
         } else if tied {
             (tied_head, None)
         } else {
-            (
-                Some(load_linear(src, "lm_head", d, v, false, device)?),
-                None,
-            )
+            let (head, blocks) = load_projection(src, "lm_head", d, v, false, device)?;
+            lm_head_blocks = blocks;
+            (Some(head), None)
         };
         let rope = Rope::new(config.rope_theta, config.head_dim);
         Ok(Model {
@@ -108,7 +114,62 @@ impl<B: Backend> Model<B> {
             score,
             config,
             rope,
+            lm_head_blocks,
         })
+    }
+
+    /// Whether any weight is held in quantised blocks ([`crate::GgufWeights::Blocks`]).
+    pub fn is_quantised(&self) -> bool {
+        self.lm_head_blocks.is_some()
+            || self.model.layers.iter().any(|l| {
+                let (a, m) = (&l.self_attn, &l.mlp);
+                [
+                    &a.q_blocks,
+                    &a.k_blocks,
+                    &a.v_blocks,
+                    &a.o_blocks,
+                    &m.gate_blocks,
+                    &m.up_blocks,
+                    &m.down_blocks,
+                ]
+                .iter()
+                .any(|b| b.is_some())
+            })
+    }
+
+    /// The model with every quantised weight dequantised to f32 (what training, LoRA adapters
+    /// and merges need); the same model when none is quantised.
+    pub fn dequantised(&self) -> Self {
+        let mut m = self.clone();
+        if !m.is_quantised() {
+            return m;
+        }
+        for l in &mut m.model.layers {
+            let a = &mut l.self_attn;
+            for (layer, blocks) in [
+                (&mut a.q_proj, &mut a.q_blocks),
+                (&mut a.k_proj, &mut a.k_blocks),
+                (&mut a.v_proj, &mut a.v_blocks),
+                (&mut a.o_proj, &mut a.o_blocks),
+            ] {
+                *layer = linear::dequantised(layer, blocks);
+                *blocks = None;
+            }
+            let f = &mut l.mlp;
+            for (layer, blocks) in [
+                (&mut f.gate_proj, &mut f.gate_blocks),
+                (&mut f.up_proj, &mut f.up_blocks),
+                (&mut f.down_proj, &mut f.down_blocks),
+            ] {
+                *layer = linear::dequantised(layer, blocks);
+                *blocks = None;
+            }
+        }
+        if let Some(h) = &mut m.lm_head {
+            *h = linear::dequantised(h, &m.lm_head_blocks);
+        }
+        m.lm_head_blocks = None;
+        m
     }
 
     /// Every tensor under its HF name and layout (what a checkpoint of this model holds).
@@ -125,7 +186,9 @@ impl<B: Backend> Model<B> {
                 ));
             }
             // Tied: the head's `[vocab, hidden]` HF form is the embedding; HF files omit lm_head.
-            (None, Some(h)) => export_linear(h, "model.embed_tokens", &mut out),
+            (None, Some(h)) => {
+                export_projection(h, &self.lm_head_blocks, "model.embed_tokens", &mut out)
+            }
             (None, None) => unreachable!("a model has an embedding or a tied head"),
         }
         for (i, layer) in self.model.layers.iter().enumerate() {
@@ -133,7 +196,7 @@ impl<B: Backend> Model<B> {
         }
         export_rms_norm(&self.model.norm, "model.norm", &mut out);
         if let (Some(h), Some(_)) = (&self.lm_head, &self.model.embed_tokens) {
-            export_linear(h, "lm_head", &mut out);
+            export_projection(h, &self.lm_head_blocks, "lm_head", &mut out);
         }
         if let Some(h) = &self.score {
             export_linear(h, "score", &mut out);
@@ -145,6 +208,21 @@ impl<B: Backend> Model<B> {
     pub fn embed(&self, tokens: Tensor<B, 2, Int>) -> Tensor<B, 3> {
         match (&self.model.embed_tokens, &self.lm_head) {
             (Some(e), _) => e.forward(tokens),
+            (None, Some(_)) if self.lm_head_blocks.is_some() => {
+                let q = self.lm_head_blocks.as_ref().expect("checked");
+                let [b, s] = tokens.dims();
+                let device = tokens.device();
+                let ids: Vec<usize> = tokens
+                    .into_data()
+                    .convert::<i64>()
+                    .into_vec::<i64>()
+                    .expect("int tensor data")
+                    .into_iter()
+                    .map(|t| t as usize)
+                    .collect();
+                let d = q.dims()[1];
+                Tensor::from_data(TensorData::new(q.rows_f32(&ids), [b, s, d]), &device)
+            }
             (None, Some(h)) => {
                 let [b, s] = tokens.dims();
                 let w = h.weight.val();
@@ -221,7 +299,7 @@ impl<B: Backend> Model<B> {
             .lm_head
             .as_ref()
             .expect("a causal LM has a language-model head");
-        linear_forward(head, hidden)
+        project(head, &self.lm_head_blocks, hidden)
     }
 
     /// Full-sequence logits `[batch, seq, vocab]` (no cache, positions from 0).

@@ -18,7 +18,7 @@ use super::flex::{as_flex, from_vec};
 
 use super::simd_kernels::{panel, Accumulate, Operand, PAD};
 
-const _: () = assert!(TASK_COLUMNS % PAD == 0 && MIN_TASK_COLUMNS % PAD == 0);
+const _: () = assert!(TASK_COLUMNS.is_multiple_of(PAD) && MIN_TASK_COLUMNS.is_multiple_of(PAD));
 
 /// Rows one rayon task covers.
 const TASK_ROWS: usize = 96;

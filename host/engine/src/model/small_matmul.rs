@@ -27,7 +27,37 @@ thread_local! {
 }
 
 /// Runs `f` (a decode step's forward pass) with this path switched on for its linear layers.
+///
+/// The step runs on a thread of the rayon pool (the calling thread waits): a decode step makes
+/// about seven parallel matmuls per layer, each a few microseconds of work, and a parallel loop
+/// started from outside the pool wakes a worker and puts the caller to sleep every time, which
+/// cost more than the matmuls themselves. Started from a worker, the loops split with a plain
+/// work-stealing join.
 pub fn decode_scope<T>(f: impl FnOnce() -> T) -> T {
+    if rayon::current_thread_index().is_some() {
+        return flagged(f);
+    }
+    /// Carries the step to the worker and its result back.
+    struct OnOneThread<T>(T);
+    // SAFETY: the closure and its result are moved to one worker thread and back while the
+    // calling thread blocks in `rayon::scope`, so nothing they refer to is used by two threads
+    // at once: the same as a call on another stack. (A model is `Send` but not always `Sync`:
+    // burn's lazily initialised parameter cells; they are touched by one thread at a time here.)
+    unsafe impl<T> Send for OnOneThread<T> {}
+    impl<T> OnOneThread<T> {
+        fn into_inner(self) -> T {
+            self.0
+        }
+    }
+    let f = OnOneThread(f);
+    rayon::scope(move |_| {
+        let f = f.into_inner();
+        OnOneThread(flagged(f))
+    })
+    .into_inner()
+}
+
+fn flagged<T>(f: impl FnOnce() -> T) -> T {
     struct Reset(bool);
     impl Drop for Reset {
         fn drop(&mut self) {

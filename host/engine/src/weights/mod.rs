@@ -11,11 +11,19 @@ pub mod tensors;
 use anyhow::Result;
 use burn::prelude::*;
 
+use crate::model::quantised::QuantMatrix;
+
 /// Where a model's tensors come from while it is being built (a checkpoint, a random initialiser).
 pub trait WeightSource {
     /// The tensor `name` (HF name and layout) as f32 values; errors if it is absent or its shape
     /// is not `shape`.
     fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>>;
+
+    /// The weight matrix `name` (`[d_out, d_in]`) in its quantised blocks, when this source
+    /// keeps them (a GGUF file loaded for serving); `None` to read it with [`Self::tensor`].
+    fn blocks(&mut self, _name: &str, _shape: &[usize]) -> Result<Option<QuantMatrix>> {
+        Ok(None)
+    }
 }
 
 /// One tensor of a model, ready to be written under its HF name.
@@ -45,5 +53,5 @@ pub fn to_f32_vec<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
 }
 
 pub use init::random_model;
-pub use load::{load_model, open_weights, FileSource};
+pub use load::{load_model, load_model_with, open_weights, FileSource, GgufWeights, LoadConfig};
 pub use save::{save_model, SaveDtype, SaveOptions};

@@ -228,7 +228,7 @@ impl GgmlType {
     pub fn bytes_for(self, n_elements: u64) -> Option<u64> {
         let (block, bytes) = self.block_layout()?;
         let (block, bytes) = (block as u64, bytes as u64);
-        if n_elements % block != 0 {
+        if !n_elements.is_multiple_of(block) {
             return None;
         }
         (n_elements / block).checked_mul(bytes)
@@ -308,6 +308,25 @@ pub fn dequantize(ty: GgmlType, data: &[u8], n_elements: usize) -> Result<Vec<f3
         _ => unreachable!("{ty} is in SUPPORTED but has no decoder"),
     }
     Ok(out)
+}
+
+/// Decodes one block (its bytes) into its values.
+pub(crate) type BlockDecoder = fn(&[u8], &mut [f32]);
+
+/// The decoder of one block of a quantised type (block bytes -> `elements` f32 values), for
+/// kernels that dequantise block by block; `None` for unquantised or unsupported types.
+pub(crate) fn block_decoder(ty: GgmlType) -> Option<BlockDecoder> {
+    Some(match ty {
+        GgmlType::Q8_0 => block_q8_0,
+        GgmlType::Q4_0 => block_q4_0,
+        GgmlType::Q4_1 => block_q4_1,
+        GgmlType::Q5_0 => block_q5_0,
+        GgmlType::Q5_1 => block_q5_1,
+        GgmlType::Q4_K => block_q4_k,
+        GgmlType::Q5_K => block_q5_k,
+        GgmlType::Q6_K => block_q6_k,
+        _ => return None,
+    })
 }
 
 /// Applies `f` to each (block bytes, block output) pair.

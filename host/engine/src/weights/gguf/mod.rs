@@ -7,7 +7,7 @@ pub mod model;
 pub mod reader;
 
 pub use dequant::{dequantize, GgmlType};
-pub use model::{config_from_gguf, gguf_path, load_gguf_model, GgufSource};
+pub use model::{config_from_gguf, gguf_path, load_gguf_model, load_gguf_model_with, GgufSource};
 pub use reader::{GgufFile, MetaType, MetaValue, TensorInfo, DEFAULT_ALIGNMENT};
 
 #[cfg(test)]

@@ -11,8 +11,9 @@ use serde_json::{json, Map, Value};
 
 use super::reader::GgufFile;
 use crate::config::ModelConfig;
+use crate::model::quantised::QuantMatrix;
 use crate::model::Model;
-use crate::weights::WeightSource;
+use crate::weights::{GgufWeights, WeightSource};
 
 /// The llama.cpp name of HF tensor `hf` (e.g. `model.layers.3.self_attn.q_proj.weight` ->
 /// `blk.3.attn_q.weight`), or `None` for names llama.cpp's Llama layout has no equivalent of.
@@ -74,7 +75,7 @@ const LAYER_NAMES: [(&str, &str); 9] = [
 /// `w.reshape(n_head, 2, d/2, cols).swapaxes(1, 2)`, so GGUF row `h*d + 2j + t` is HF row
 /// `h*d + t*d/2 + j`. This crate's RoPE is rotate-half, so the HF order is wanted back.
 pub fn unpermute_qk(data: &[f32], n_head: usize, rows: usize, cols: usize) -> Result<Vec<f32>> {
-    if data.len() != rows * cols || n_head == 0 || rows % (2 * n_head) != 0 {
+    if data.len() != rows * cols || n_head == 0 || !rows.is_multiple_of(2 * n_head) {
         bail!("cannot un-permute a [{rows}, {cols}] q/k tensor with {n_head} heads");
     }
     let d = rows / n_head;
@@ -193,6 +194,7 @@ pub struct GgufSource {
     file: GgufFile,
     n_head: usize,
     n_kv_head: usize,
+    form: GgufWeights,
 }
 
 impl GgufSource {
@@ -202,12 +204,18 @@ impl GgufSource {
             file,
             n_head: config.num_attention_heads,
             n_kv_head: config.num_key_value_heads,
+            form: GgufWeights::F32,
         }
     }
-}
 
-impl WeightSource for GgufSource {
-    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
+    /// The same source handing out quantised weights in their blocks ([`WeightSource::blocks`]).
+    pub fn keeping_blocks(mut self) -> Self {
+        self.form = GgufWeights::Blocks;
+        self
+    }
+
+    /// The GGUF name of HF tensor `name`, checked to exist with shape `shape`.
+    fn checked_name(&self, name: &str, shape: &[usize]) -> Result<String> {
         let shown = self.file.path().display().to_string();
         let gname =
             gguf_name(name).ok_or_else(|| anyhow!("{shown}: no GGUF tensor for HF {name}"))?;
@@ -221,15 +229,26 @@ impl WeightSource for GgufSource {
                  {shape:?}"
             );
         }
-        let data = self.file.read_f32(&gname)?;
-        let heads = if name.contains(".self_attn.q_proj.") {
+        Ok(gname)
+    }
+
+    /// The head count whose q/k row order the converter changed, for q and k projections.
+    fn permuted_heads(&self, name: &str) -> Option<usize> {
+        if name.contains(".self_attn.q_proj.") {
             Some(self.n_head)
         } else if name.contains(".self_attn.k_proj.") {
             Some(self.n_kv_head)
         } else {
             None
-        };
-        match heads {
+        }
+    }
+}
+
+impl WeightSource for GgufSource {
+    fn tensor(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
+        let gname = self.checked_name(name, shape)?;
+        let data = self.file.read_f32(&gname)?;
+        match self.permuted_heads(name) {
             Some(n) => {
                 let cols = shape.get(1).copied().unwrap_or(1);
                 unpermute_qk(&data, n, shape[0], cols)
@@ -237,13 +256,50 @@ impl WeightSource for GgufSource {
             None => Ok(data),
         }
     }
+
+    fn blocks(&mut self, name: &str, shape: &[usize]) -> Result<Option<QuantMatrix>> {
+        if self.form != GgufWeights::Blocks || shape.len() != 2 {
+            return Ok(None);
+        }
+        let gname = self.checked_name(name, shape)?;
+        let ty = self.file.tensor(&gname).expect("checked").ggml_type;
+        if !QuantMatrix::keeps(ty) {
+            return Ok(None);
+        }
+        let raw = self.file.read_raw(&gname)?;
+        let shown = self.file.path().display();
+        let q = QuantMatrix::from_gguf(ty, shape[0], shape[1], &raw)
+            .map_err(|e| anyhow!("{shown}: tensor {gname}: {e}"))?;
+        Ok(Some(match self.permuted_heads(name) {
+            Some(n) => {
+                // The row each HF row comes from: the permutation applied to row numbers.
+                let rows: Vec<f32> = (0..shape[0]).map(|r| r as f32).collect();
+                let order = unpermute_qk(&rows, n, shape[0], 1)?;
+                q.permute_rows(&order.iter().map(|&r| r as usize).collect::<Vec<_>>())
+            }
+            None => q,
+        }))
+    }
 }
 
 /// Loads a Llama GGUF file onto `device`, dequantising every tensor to the backend's float type.
 pub fn load_gguf_model<B: Backend>(path: &Path, device: &B::Device) -> Result<Model<B>> {
+    load_gguf_model_with(path, device, GgufWeights::F32)
+}
+
+/// Loads a Llama GGUF file onto `device`, its quantised weights in the form `form` names.
+pub fn load_gguf_model_with<B: Backend>(
+    path: &Path,
+    device: &B::Device,
+    form: GgufWeights,
+) -> Result<Model<B>> {
     let file = GgufFile::open(path)?;
     let config = config_from_gguf(&file)?;
-    let mut src = GgufSource::new(file, &config);
+    let src = GgufSource::new(file, &config);
+    let mut src = match form {
+        GgufWeights::F32 => src,
+        GgufWeights::Blocks => src.keeping_blocks(),
+    };
     Model::from_source(config, &mut src, device)
 }
 

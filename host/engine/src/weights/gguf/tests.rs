@@ -71,7 +71,7 @@ impl W {
     }
 
     fn pad_to(&mut self, align: usize) {
-        while self.0.len() % align != 0 {
+        while !self.0.len().is_multiple_of(align) {
             self.0.push(0);
         }
     }
@@ -331,7 +331,11 @@ fn q5_0_and_q5_1_fifth_bits() {
     let qs: Vec<u8> = (0..16u8).map(|j| j | (j << 4)).collect();
     let q = |e: usize| -> f32 {
         let j = e % 16;
-        let fifth = if e < 16 { j % 2 == 0 } else { j % 2 == 1 };
+        let fifth = if e < 16 {
+            j.is_multiple_of(2)
+        } else {
+            j % 2 == 1
+        };
         (j + if fifth { 16 } else { 0 }) as f32
     };
 
@@ -1139,6 +1143,108 @@ fn llama_gguf_loads_to_the_same_model() {
     }
 }
 
+/// A random Llama model written as a GGUF file with its projections quantised (q, k Q4_0;
+/// v, o Q8_0; the MLP Q4_1; the tied embedding Q8_0), as llama.cpp's quantiser lays them out.
+fn tiny_quantised_llama_gguf() -> Vec<u8> {
+    use crate::model::quantised::tests::{quantise_q4_0, quantise_q4_1, quantise_q8_0};
+    let cfg = ModelConfig::from_json_str(
+        &serde_json::json!({
+            "architectures": ["LlamaForCausalLM"],
+            "vocab_size": 48, "hidden_size": 64, "intermediate_size": 96,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+            "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": true,
+            "max_position_embeddings": 64
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let model = random_model::<CpuBackend>(cfg.clone(), 5, &Default::default()).unwrap();
+    let tensors: Vec<T> = model
+        .export()
+        .into_iter()
+        .map(|e| {
+            let name = gguf_name(&e.name).unwrap();
+            let (rows, cols) = (e.shape[0], e.shape.get(1).copied().unwrap_or(1));
+            let data = if name.contains("attn_q.") {
+                converter_permute(&e.data, cfg.num_attention_heads, rows, cols)
+            } else if name.contains("attn_k.") {
+                converter_permute(&e.data, cfg.num_key_value_heads, rows, cols)
+            } else {
+                e.data
+            };
+            let (ty, bytes) = if e.shape.len() == 1 {
+                (0, f32_data(&data))
+            } else if name.contains("attn_q.") || name.contains("attn_k.") {
+                (2, quantise_q4_0(&data))
+            } else if name.contains("ffn_") {
+                (3, quantise_q4_1(&data))
+            } else {
+                (8, quantise_q8_0(&data))
+            };
+            let dims: Vec<u64> = e.shape.iter().rev().map(|&d| d as u64).collect();
+            t(Box::leak(name.into_boxed_str()), &dims, ty, bytes)
+        })
+        .collect();
+    let kvs = vec![
+        ("general.architecture", s("llama")),
+        ("llama.block_count", MetaValue::U32(2)),
+        ("llama.context_length", MetaValue::U32(64)),
+        ("llama.embedding_length", MetaValue::U32(64)),
+        ("llama.feed_forward_length", MetaValue::U32(96)),
+        ("llama.attention.head_count", MetaValue::U32(4)),
+        ("llama.attention.head_count_kv", MetaValue::U32(2)),
+        ("llama.rope.freq_base", MetaValue::F32(10_000.0)),
+        (
+            "llama.attention.layer_norm_rms_epsilon",
+            MetaValue::F32(1e-5),
+        ),
+    ];
+    build(3, &kvs, &tensors, 32)
+}
+
+#[test]
+fn quantised_weights_kept_in_blocks_give_the_dequantised_model_logits() {
+    use crate::weights::GgufWeights;
+    let bytes = tiny_quantised_llama_gguf();
+    let (file, _) = open_bytes(&bytes);
+    let dev = Default::default();
+    let f32_model: Model<CpuBackend> =
+        super::load_gguf_model_with(file.path(), &dev, GgufWeights::F32).unwrap();
+    let blocks: Model<CpuBackend> =
+        super::load_gguf_model_with(file.path(), &dev, GgufWeights::Blocks).unwrap();
+    assert!(!f32_model.is_quantised());
+    assert!(blocks.is_quantised());
+    // Every projection and the tied head are in blocks; the rest is f32 as before.
+    let a = &blocks.model.layers[1].self_attn;
+    assert_eq!(a.q_blocks.as_ref().unwrap().ty(), GgmlType::Q4_0);
+    assert_eq!(a.o_blocks.as_ref().unwrap().ty(), GgmlType::Q8_0);
+    assert_eq!(
+        blocks.model.layers[0]
+            .mlp
+            .down_blocks
+            .as_ref()
+            .unwrap()
+            .ty(),
+        GgmlType::Q4_1
+    );
+    assert_eq!(blocks.lm_head_blocks.as_ref().unwrap().ty(), GgmlType::Q8_0);
+    // The blocks decode to exactly the tensors the f32 load reads (q/k rows un-permuted too).
+    let (ea, eb) = (f32_model.export(), blocks.export());
+    assert_eq!(ea, eb);
+    assert_eq!(blocks.dequantised().export(), ea);
+
+    let ids =
+        Tensor::<CpuBackend, 2, Int>::from_data([[1, 5, 9, 2, 33, 7], [40, 3, 3, 17, 0, 47]], &dev);
+    let want = to_f32_vec(f32_model.forward(ids.clone()).unwrap());
+    let got = to_f32_vec(blocks.forward(ids.clone()).unwrap());
+    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+    for (i, (x, y)) in got.iter().zip(&want).enumerate() {
+        assert!((x - y).abs() <= 1e-5 * scale, "logit {i}: {x} vs {y}");
+    }
+    // The dequantised copy is the f32 model, bit for bit.
+    assert_eq!(to_f32_vec(blocks.dequantised().forward(ids).unwrap()), want);
+}
+
 #[test]
 fn gguf_paths_resolve_and_other_architectures_are_named() {
     let (_, bytes) = tiny_llama_gguf("llama", true);
@@ -1270,4 +1376,73 @@ fn smollm2_gguf_when_fetched() {
     for (ty, (n, elems)) in &by_type {
         println!("  {ty}: {n} tensors, {elems} values");
     }
+}
+
+/// SmolLM2's Q4_1 file served from its blocks gives the logits of the same file dequantised at
+/// load (the only difference is the order of the sums), and the same next tokens.
+#[test]
+fn smollm2_in_blocks_matches_smollm2_dequantised_when_fetched() {
+    use crate::weights::GgufWeights;
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../.assets/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    if !path.is_file() {
+        eprintln!("skipping: {} is absent", path.display());
+        return;
+    }
+    let dev = Default::default();
+    let f32_model: Model<CpuBackend> =
+        super::load_gguf_model_with(&path, &dev, GgufWeights::F32).unwrap();
+    let blocks: Model<CpuBackend> =
+        super::load_gguf_model_with(&path, &dev, GgufWeights::Blocks).unwrap();
+    let kept: usize = blocks
+        .model
+        .layers
+        .iter()
+        .flat_map(|l| {
+            let (a, m) = (&l.self_attn, &l.mlp);
+            [
+                &a.q_blocks,
+                &a.k_blocks,
+                &a.v_blocks,
+                &a.o_blocks,
+                &m.gate_blocks,
+                &m.up_blocks,
+                &m.down_blocks,
+            ]
+        })
+        .chain([&blocks.lm_head_blocks])
+        .map(|b| {
+            b.as_ref()
+                .expect("every projection is quantised in this file")
+                .bytes()
+        })
+        .sum();
+    println!("weights kept in blocks: {:.1} MB", kept as f64 / 1e6);
+    // "<|im_start|>user\nWhat is 2+2?<|im_end|>" in SmolLM2's vocabulary, near enough.
+    let ids = Tensor::<CpuBackend, 2, Int>::from_data(
+        [[1, 4093, 198, 1780, 314, 216, 34, 28, 34, 47, 2]],
+        &dev,
+    );
+    let want = to_f32_vec(f32_model.forward(ids.clone()).unwrap());
+    let got = to_f32_vec(blocks.forward(ids).unwrap());
+    let vocab = 49_152;
+    let mut worst = 0f32;
+    for (row_w, row_g) in want.chunks(vocab).zip(got.chunks(vocab)) {
+        let scale = row_w.iter().fold(0f32, |m, v| m.max(v.abs()));
+        for (a, b) in row_w.iter().zip(row_g) {
+            worst = worst.max((a - b).abs() / scale);
+        }
+        let argmax = |r: &[f32]| {
+            r.iter()
+                .enumerate()
+                .fold(
+                    (0, f32::MIN),
+                    |(bi, bv), (i, &v)| if v > bv { (i, v) } else { (bi, bv) },
+                )
+                .0
+        };
+        assert_eq!(argmax(row_w), argmax(row_g), "the next token changed");
+    }
+    println!("largest logit difference: {worst:e} of the row's largest logit");
+    assert!(worst < 1e-4, "logits differ by {worst:e} of their scale");
 }

@@ -1,0 +1,1165 @@
+//! Matmuls over weights kept in GGUF's quantised blocks, for serving and judging.
+//!
+//! A decode step reads every weight once; with the weights dequantised to f32 that is about
+//! 540 MB per step for SmolLM2-135M, against about 85 MB in its 4-bit blocks. Here a weight
+//! matrix stays in its blocks and each block is dequantised in registers, once per pass, for up
+//! to eight rows of activations at a time.
+//!
+//! Written by hand because no Rust crate computes with ggml's block formats (candle has them on
+//! its own tensor type only). Q4_0, Q4_1 and Q8_0 are repacked at load into nibbles or bytes plus
+//! f32 scales, so the kernel never converts an f16; every other type the GGUF loader reads
+//! (Q5_0, Q5_1 and the K-quants) keeps the file's bytes and is decoded a block at a time by the
+//! loader's own decoders. The kernels are compiled for AVX-512 and for AVX2 + FMA and picked at
+//! run time (the binary targets the baseline x86-64).
+//!
+//! Each output is summed over its row's blocks in the same order whatever the number of rows in
+//! the call, so a sequence's logits do not depend on how many others share its decode step.
+
+use std::fmt;
+
+use anyhow::{bail, Result};
+use burn::prelude::*;
+use half::f16;
+use rayon::prelude::*;
+
+use super::flex::{as_flex, from_vec};
+use crate::weights::gguf::dequant::{block_decoder, BlockDecoder, GgmlType};
+
+/// Rows of activations one pass over the weights serves.
+const PASS_ROWS: usize = 8;
+/// Most activation rows the block kernel takes; more (prefill) go through the f32 gemm on a
+/// dequantised copy, where the gemm's blocking pays for the conversion.
+pub const MAX_KERNEL_ROWS: usize = 64;
+
+/// A weight matrix `[rows, cols]` (Hugging Face's `[d_out, d_in]`, GGUF's row order) kept in
+/// its quantised blocks.
+#[derive(Clone)]
+pub struct QuantMatrix {
+    ty: GgmlType,
+    rows: usize,
+    cols: usize,
+    blocks: Blocks,
+}
+
+#[derive(Clone)]
+enum Blocks {
+    /// Q4_0 and Q4_1: 16 bytes of nibbles per 32 values (byte `j` holds value `j` low and
+    /// `j + 16` high); value = `q * scale + min` (Q4_0's `min` is `-8 * scale`).
+    Q4 {
+        quants: Vec<u8>,
+        scales: Vec<f32>,
+        mins: Vec<f32>,
+    },
+    /// Q8_0: 32 signed bytes per 32 values; value = `q * scale`.
+    Q8 { quants: Vec<i8>, scales: Vec<f32> },
+    /// Any other quantised type: the file's blocks, decoded one at a time.
+    Raw {
+        data: Vec<u8>,
+        block: usize,
+        block_bytes: usize,
+        decode: BlockDecoder,
+    },
+}
+
+impl fmt::Debug for QuantMatrix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "QuantMatrix({} [{}, {}])", self.ty, self.rows, self.cols)
+    }
+}
+
+fn f16_at(b: &[u8], at: usize) -> f32 {
+    f16::from_bits(u16::from_le_bytes([b[at], b[at + 1]])).to_f32()
+}
+
+impl QuantMatrix {
+    /// Whether weights of type `ty` can stay in their blocks (a quantised type the loader decodes).
+    pub fn keeps(ty: GgmlType) -> bool {
+        block_decoder(ty).is_some()
+    }
+
+    /// Wraps a row-major `[rows, cols]` tensor of type `ty` as stored in a GGUF file.
+    pub fn from_gguf(ty: GgmlType, rows: usize, cols: usize, data: &[u8]) -> Result<Self> {
+        let Some(decode) = block_decoder(ty) else {
+            bail!("{ty} weights cannot be kept quantised (not a quantised type this loader reads)");
+        };
+        let (block, block_bytes) = ty.block_layout().expect("a decodable type has a layout");
+        if !cols.is_multiple_of(block) {
+            bail!("a {ty} matrix needs rows of whole {block}-value blocks, got {cols} columns");
+        }
+        let n_blocks = rows * cols / block;
+        if data.len() != n_blocks * block_bytes {
+            bail!(
+                "[{rows}, {cols}] of {ty} takes {} bytes, got {}",
+                n_blocks * block_bytes,
+                data.len()
+            );
+        }
+        let chunks = data.chunks_exact(block_bytes);
+        let blocks = match ty {
+            GgmlType::Q4_0 | GgmlType::Q4_1 => {
+                let mut quants = Vec::with_capacity(n_blocks * 16);
+                let mut scales = Vec::with_capacity(n_blocks);
+                let mut mins = Vec::with_capacity(n_blocks);
+                for b in chunks {
+                    let d = f16_at(b, 0);
+                    let (m, qs) = if ty == GgmlType::Q4_0 {
+                        (-8.0 * d, &b[2..18])
+                    } else {
+                        (f16_at(b, 2), &b[4..20])
+                    };
+                    scales.push(d);
+                    mins.push(m);
+                    quants.extend_from_slice(qs);
+                }
+                Blocks::Q4 {
+                    quants,
+                    scales,
+                    mins,
+                }
+            }
+            GgmlType::Q8_0 => {
+                let mut quants = Vec::with_capacity(n_blocks * 32);
+                let mut scales = Vec::with_capacity(n_blocks);
+                for b in chunks {
+                    scales.push(f16_at(b, 0));
+                    quants.extend(b[2..34].iter().map(|&q| q as i8));
+                }
+                Blocks::Q8 { quants, scales }
+            }
+            _ => Blocks::Raw {
+                data: data.to_vec(),
+                block,
+                block_bytes,
+                decode,
+            },
+        };
+        Ok(QuantMatrix {
+            ty,
+            rows,
+            cols,
+            blocks,
+        })
+    }
+
+    /// The block type.
+    pub fn ty(&self) -> GgmlType {
+        self.ty
+    }
+
+    /// `[rows, cols]`.
+    pub fn dims(&self) -> [usize; 2] {
+        [self.rows, self.cols]
+    }
+
+    /// Bytes the matrix takes in memory.
+    pub fn bytes(&self) -> usize {
+        match &self.blocks {
+            Blocks::Q4 {
+                quants,
+                scales,
+                mins,
+            } => quants.len() + 4 * (scales.len() + mins.len()),
+            Blocks::Q8 { quants, scales } => quants.len() + 4 * scales.len(),
+            Blocks::Raw { data, .. } => data.len(),
+        }
+    }
+
+    /// The same matrix with its rows reordered: row `i` of the result is row `order[i]`.
+    pub fn permute_rows(&self, order: &[usize]) -> Self {
+        assert_eq!(order.len(), self.rows, "one source row per row");
+        let gather = |len: usize| -> Vec<std::ops::Range<usize>> {
+            order.iter().map(|&r| r * len..(r + 1) * len).collect()
+        };
+        let blocks_per_row = self.cols / self.block_len();
+        let blocks = match &self.blocks {
+            Blocks::Q4 {
+                quants,
+                scales,
+                mins,
+            } => Blocks::Q4 {
+                quants: gather(16 * blocks_per_row)
+                    .into_iter()
+                    .flat_map(|r| quants[r].to_vec())
+                    .collect(),
+                scales: gather(blocks_per_row)
+                    .into_iter()
+                    .flat_map(|r| scales[r].to_vec())
+                    .collect(),
+                mins: gather(blocks_per_row)
+                    .into_iter()
+                    .flat_map(|r| mins[r].to_vec())
+                    .collect(),
+            },
+            Blocks::Q8 { quants, scales } => Blocks::Q8 {
+                quants: gather(32 * blocks_per_row)
+                    .into_iter()
+                    .flat_map(|r| quants[r].to_vec())
+                    .collect(),
+                scales: gather(blocks_per_row)
+                    .into_iter()
+                    .flat_map(|r| scales[r].to_vec())
+                    .collect(),
+            },
+            Blocks::Raw {
+                data,
+                block,
+                block_bytes,
+                decode,
+            } => Blocks::Raw {
+                data: gather(block_bytes * blocks_per_row)
+                    .into_iter()
+                    .flat_map(|r| data[r].to_vec())
+                    .collect(),
+                block: *block,
+                block_bytes: *block_bytes,
+                decode: *decode,
+            },
+        };
+        QuantMatrix { blocks, ..*self }
+    }
+
+    fn block_len(&self) -> usize {
+        match &self.blocks {
+            Blocks::Q4 { .. } | Blocks::Q8 { .. } => 32,
+            Blocks::Raw { block, .. } => *block,
+        }
+    }
+
+    /// Rows `ids` as f32, one after another (an embedding lookup).
+    pub fn rows_f32(&self, ids: &[usize]) -> Vec<f32> {
+        let mut out = vec![0f32; ids.len() * self.cols];
+        for (o, &r) in out.chunks_exact_mut(self.cols).zip(ids) {
+            assert!(r < self.rows, "row {r} of {}", self.rows);
+            self.decode_row(r, o);
+        }
+        out
+    }
+
+    /// The whole matrix as row-major f32 `[rows, cols]`.
+    pub fn dequantise(&self) -> Vec<f32> {
+        let mut out = vec![0f32; self.rows * self.cols];
+        out.par_chunks_mut(self.cols)
+            .enumerate()
+            .for_each(|(r, o)| self.decode_row(r, o));
+        out
+    }
+
+    /// The transpose of the matrix as row-major f32 `[cols, rows]` (burn's linear layout).
+    pub fn dequantise_transposed(&self) -> Vec<f32> {
+        let w = self.dequantise();
+        super::linear::transpose(&w, self.rows, self.cols)
+    }
+
+    fn decode_row(&self, r: usize, out: &mut [f32]) {
+        let nb = self.cols / self.block_len();
+        match &self.blocks {
+            Blocks::Q4 {
+                quants,
+                scales,
+                mins,
+            } => {
+                let dec = Q4Decoder {
+                    quants,
+                    scales,
+                    mins,
+                };
+                for (b, o) in out.chunks_exact_mut(32).enumerate() {
+                    dec.decode(r * nb + b, o);
+                }
+            }
+            Blocks::Q8 { quants, scales } => {
+                let dec = Q8Decoder { quants, scales };
+                for (b, o) in out.chunks_exact_mut(32).enumerate() {
+                    dec.decode(r * nb + b, o);
+                }
+            }
+            Blocks::Raw {
+                data,
+                block,
+                block_bytes,
+                decode,
+            } => {
+                for (b, o) in out.chunks_exact_mut(*block).enumerate() {
+                    let at = (r * nb + b) * block_bytes;
+                    decode(&data[at..at + block_bytes], o);
+                }
+            }
+        }
+    }
+
+    /// `y [m, rows] = x [m, cols] · selfᵀ`, row-major, on the rayon pool.
+    pub fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
+        self.matmul_on(simd(), x, m)
+    }
+
+    /// [`Self::matmul`] with the kernels of `isa` (which the CPU must have).
+    fn matmul_on(&self, isa: Simd, x: &[f32], m: usize) -> Vec<f32> {
+        let (n, k) = (self.rows, self.cols);
+        assert_eq!(x.len(), m * k, "x is [m, cols]");
+        if m == 0 || n == 0 {
+            return vec![0f32; m * n];
+        }
+        // Output rows per rayon task: enough tasks to balance, few enough to stay cheap.
+        let task = (n / (8 * rayon::current_num_threads())).clamp(16, 256);
+        let mut yt = vec![0f32; n * m];
+        yt.par_chunks_mut(task * m)
+            .enumerate()
+            .for_each(|(t, part)| match &self.blocks {
+                Blocks::Q4 {
+                    quants,
+                    scales,
+                    mins,
+                } => {
+                    let dec = Q4Decoder {
+                        quants,
+                        scales,
+                        mins,
+                    };
+                    match isa {
+                        #[cfg(target_arch = "x86_64")]
+                        // SAFETY: `simd` checked the CPU's features.
+                        Simd::Avx512 => unsafe { x86::q4_avx512(&dec, x, m, k, t * task, part) },
+                        #[cfg(target_arch = "x86_64")]
+                        // SAFETY: as above.
+                        Simd::Avx2 => unsafe { x86::q4_avx2(&dec, x, m, k, t * task, part) },
+                        _ => task_generic(&dec, x, m, k, t * task, part),
+                    }
+                }
+                Blocks::Q8 { quants, scales } => {
+                    let dec = Q8Decoder { quants, scales };
+                    match isa {
+                        #[cfg(target_arch = "x86_64")]
+                        // SAFETY: `simd` checked the CPU's features.
+                        Simd::Avx512 => unsafe { x86::q8_avx512(&dec, x, m, k, t * task, part) },
+                        #[cfg(target_arch = "x86_64")]
+                        // SAFETY: as above.
+                        Simd::Avx2 => unsafe { x86::q8_avx2(&dec, x, m, k, t * task, part) },
+                        _ => task_generic(&dec, x, m, k, t * task, part),
+                    }
+                }
+                Blocks::Raw {
+                    data,
+                    block,
+                    block_bytes,
+                    decode,
+                } => {
+                    let raw = RawDecoder {
+                        data,
+                        block_bytes: *block_bytes,
+                        decode: *decode,
+                    };
+                    if *block == 32 {
+                        task_generic(&Raw::<32>(raw), x, m, k, t * task, part)
+                    } else {
+                        task_generic(&Raw::<256>(raw), x, m, k, t * task, part)
+                    }
+                }
+            });
+        // `yt` is `[n, m]`; callers want `[m, n]`.
+        if m == 1 {
+            return yt;
+        }
+        super::linear::transpose(&yt, n, m)
+    }
+
+    /// `x [m, cols]` times the transpose: the block kernel for up to [`MAX_KERNEL_ROWS`] rows on
+    /// the CPU backend, otherwise the general matmul on a dequantised copy (prefill, and
+    /// backends other than the CPU one).
+    pub fn forward<B: Backend>(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        let [m, k] = x.dims();
+        assert_eq!(
+            k, self.cols,
+            "input width {k} for a [{}, {k}] matrix",
+            self.rows
+        );
+        if m <= MAX_KERNEL_ROWS {
+            let fast = as_flex::<B, 2>(x.clone()).and_then(|f| {
+                let xs = f.as_slice::<f32>()?;
+                from_vec::<B, 2>(self.matmul(xs, m), [m, self.rows])
+            });
+            if let Some(y) = fast {
+                return y;
+            }
+        }
+        let w = Tensor::<B, 2>::from_data(
+            TensorData::new(self.dequantise_transposed(), [self.cols, self.rows]),
+            &x.device(),
+        );
+        match super::prefill_matmul::try_matmul(&x, &w) {
+            Some(y) => y,
+            None => x.matmul(w),
+        }
+    }
+}
+
+/// One block type's decoder: block `index` (row-major over the matrix) into `N` f32 values.
+trait Decode: Sync {
+    const N: usize;
+    fn decode(&self, index: usize, out: &mut [f32]);
+}
+
+struct Q4Decoder<'a> {
+    quants: &'a [u8],
+    scales: &'a [f32],
+    mins: &'a [f32],
+}
+
+impl Decode for Q4Decoder<'_> {
+    const N: usize = 32;
+    #[inline(always)]
+    fn decode(&self, index: usize, out: &mut [f32]) {
+        let q: &[u8; 16] = self.quants[index * 16..index * 16 + 16]
+            .try_into()
+            .expect("16 bytes");
+        let (d, m) = (self.scales[index], self.mins[index]);
+        let (lo, hi) = out[..32].split_at_mut(16);
+        for j in 0..16 {
+            lo[j] = (q[j] & 0x0F) as f32 * d + m;
+            hi[j] = (q[j] >> 4) as f32 * d + m;
+        }
+    }
+}
+
+struct Q8Decoder<'a> {
+    quants: &'a [i8],
+    scales: &'a [f32],
+}
+
+impl Decode for Q8Decoder<'_> {
+    const N: usize = 32;
+    #[inline(always)]
+    fn decode(&self, index: usize, out: &mut [f32]) {
+        let q: &[i8; 32] = self.quants[index * 32..index * 32 + 32]
+            .try_into()
+            .expect("32 bytes");
+        let d = self.scales[index];
+        for (o, &v) in out[..32].iter_mut().zip(q) {
+            *o = v as f32 * d;
+        }
+    }
+}
+
+struct RawDecoder<'a> {
+    data: &'a [u8],
+    block_bytes: usize,
+    decode: BlockDecoder,
+}
+
+struct Raw<'a, const N: usize>(RawDecoder<'a>);
+
+impl<const BLOCK: usize> Decode for Raw<'_, BLOCK> {
+    const N: usize = BLOCK;
+    #[inline(always)]
+    fn decode(&self, index: usize, out: &mut [f32]) {
+        let r = &self.0;
+        let at = index * r.block_bytes;
+        (r.decode)(&r.data[at..at + r.block_bytes], &mut out[..BLOCK]);
+    }
+}
+
+/// The instruction set the kernels use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Simd {
+    /// AVX-512F (sixteen lanes).
+    Avx512,
+    /// AVX2 with FMA (eight lanes).
+    Avx2,
+    /// Portable code (what the compiler vectorises for the baseline target).
+    Generic,
+}
+
+/// The widest instruction set this CPU has, picked once at run time (the binary targets the
+/// baseline x86-64). `OPENCLAW_SIMD=avx2|generic` caps it, so the AVX2 kernels can be measured
+/// on an AVX-512 machine; a cap the CPU cannot honour is ignored with a warning.
+pub fn simd() -> Simd {
+    static CHOICE: std::sync::OnceLock<Simd> = std::sync::OnceLock::new();
+    *CHOICE.get_or_init(|| {
+        let best = detect();
+        let cap = match std::env::var("OPENCLAW_SIMD").ok().as_deref() {
+            None | Some("") => return best,
+            Some("avx512") => Simd::Avx512,
+            Some("avx2") => Simd::Avx2,
+            Some("generic") => Simd::Generic,
+            Some(other) => {
+                tracing::warn!(
+                    "OPENCLAW_SIMD={other} is not avx512, avx2 or generic; using {best:?}"
+                );
+                return best;
+            }
+        };
+        let rank = |s: Simd| match s {
+            Simd::Generic => 0,
+            Simd::Avx2 => 1,
+            Simd::Avx512 => 2,
+        };
+        if rank(cap) > rank(best) {
+            tracing::warn!("OPENCLAW_SIMD asks for {cap:?}, but this CPU offers {best:?}");
+            return best;
+        }
+        cap
+    })
+}
+
+fn detect() -> Simd {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("fma") {
+            return Simd::Avx512;
+        }
+        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            return Simd::Avx2;
+        }
+    }
+    Simd::Generic
+}
+
+/// The portable kernel (any block type), compiled with FMA where the CPU has it.
+fn task_generic<D: Decode>(dec: &D, x: &[f32], m: usize, k: usize, j0: usize, part: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if simd() != Simd::Generic {
+            // SAFETY: AVX2 or AVX-512 implies the CPU has FMA (checked in `detect`).
+            return unsafe { task_fma(dec, x, m, k, j0, part) };
+        }
+    }
+    task::<D, false>(dec, x, m, k, j0, part)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn task_fma<D: Decode>(dec: &D, x: &[f32], m: usize, k: usize, j0: usize, part: &mut [f32]) {
+    task::<D, true>(dec, x, m, k, j0, part)
+}
+
+/// Every activation row, [`PASS_ROWS`] per pass over the task's weight rows.
+#[inline(always)]
+fn task<D: Decode, const FMA: bool>(
+    dec: &D,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    j0: usize,
+    part: &mut [f32],
+) {
+    let mut r0 = 0;
+    while r0 < m {
+        let xs = &x[r0 * k..];
+        match m - r0 {
+            1 => pass::<D, 1, FMA>(dec, xs, m, r0, k, j0, part),
+            2 => pass::<D, 2, FMA>(dec, xs, m, r0, k, j0, part),
+            3 => pass::<D, 3, FMA>(dec, xs, m, r0, k, j0, part),
+            4 => pass::<D, 4, FMA>(dec, xs, m, r0, k, j0, part),
+            5 => pass::<D, 5, FMA>(dec, xs, m, r0, k, j0, part),
+            6 => pass::<D, 6, FMA>(dec, xs, m, r0, k, j0, part),
+            7 => pass::<D, 7, FMA>(dec, xs, m, r0, k, j0, part),
+            _ => pass::<D, PASS_ROWS, FMA>(dec, xs, m, r0, k, j0, part),
+        }
+        r0 += PASS_ROWS;
+    }
+}
+
+/// Activation rows `r0..r0 + R` against the task's weight rows: each block is decoded once and
+/// used for the `R` rows; sixteen partial sums per row, added up in a fixed order at the end.
+#[inline(always)]
+fn pass<D: Decode, const R: usize, const FMA: bool>(
+    dec: &D,
+    x: &[f32],
+    m: usize,
+    r0: usize,
+    k: usize,
+    j0: usize,
+    part: &mut [f32],
+) {
+    let nb = k / D::N;
+    let mut w = [0f32; 256];
+    for (jj, out) in part.chunks_exact_mut(m).enumerate() {
+        let j = j0 + jj;
+        let mut acc = [[0f32; 16]; R];
+        for b in 0..nb {
+            dec.decode(j * nb + b, &mut w);
+            for (i, a) in acc.iter_mut().enumerate() {
+                let xb = &x[i * k + b * D::N..i * k + (b + 1) * D::N];
+                for (wc, xc) in w[..D::N].chunks_exact(16).zip(xb.chunks_exact(16)) {
+                    for l in 0..16 {
+                        a[l] = if FMA {
+                            wc[l].mul_add(xc[l], a[l])
+                        } else {
+                            wc[l] * xc[l] + a[l]
+                        };
+                    }
+                }
+            }
+        }
+        for (i, a) in acc.iter().enumerate() {
+            out[r0 + i] = sum16(a);
+        }
+    }
+}
+
+/// A fixed pairwise sum of sixteen partial sums.
+#[inline(always)]
+fn sum16(a: &[f32; 16]) -> f32 {
+    let mut s = [0f32; 8];
+    for l in 0..8 {
+        s[l] = a[l] + a[l + 8];
+    }
+    let t = [s[0] + s[4], s[1] + s[5], s[2] + s[6], s[3] + s[7]];
+    (t[0] + t[2]) + (t[1] + t[3])
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::device::{CpuBackend, CpuDevice};
+    use crate::weights::gguf::dequantize;
+
+    fn f16_bytes(v: f32) -> [u8; 2] {
+        f16::from_f32(v).to_bits().to_le_bytes()
+    }
+
+    /// `values` (a whole number of 32-value blocks) as ggml's reference quantiser writes Q8_0.
+    pub(crate) fn quantise_q8_0(values: &[f32]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for b in values.chunks_exact(32) {
+            let amax = b.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let d = amax / 127.0;
+            let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
+            out.extend(f16_bytes(d));
+            out.extend(b.iter().map(|v| (v * inv).round() as i8 as u8));
+        }
+        out
+    }
+
+    /// `values` as Q4_1 (ggml's reference: min and scale over each 32 values).
+    pub(crate) fn quantise_q4_1(values: &[f32]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for b in values.chunks_exact(32) {
+            let min = b.iter().fold(f32::MAX, |m, v| m.min(*v));
+            let max = b.iter().fold(f32::MIN, |m, v| m.max(*v));
+            let d = (max - min) / 15.0;
+            let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
+            out.extend(f16_bytes(d));
+            out.extend(f16_bytes(min));
+            let q = |v: f32| (((v - min) * inv + 0.5) as u8).min(15);
+            out.extend((0..16).map(|j| q(b[j]) | (q(b[j + 16]) << 4)));
+        }
+        out
+    }
+
+    /// `values` as Q4_0 (ggml's reference: the value of largest magnitude maps to -8).
+    pub(crate) fn quantise_q4_0(values: &[f32]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for b in values.chunks_exact(32) {
+            let max = b
+                .iter()
+                .fold(0f32, |m, v| if v.abs() > m.abs() { *v } else { m });
+            let d = max / -8.0;
+            let inv = if d != 0.0 { 1.0 / d } else { 0.0 };
+            out.extend(f16_bytes(d));
+            let q = |v: f32| ((v * inv + 8.5) as u8).min(15);
+            out.extend((0..16).map(|j| q(b[j]) | (q(b[j + 16]) << 4)));
+        }
+        out
+    }
+
+    fn values(len: usize, seed: u32) -> Vec<f32> {
+        (0..len)
+            .map(|i| {
+                (((i as u32).wrapping_mul(2654435761).wrapping_add(seed) >> 8) % 2001) as f32
+                    / 1000.0
+                    - 1.0
+            })
+            .collect()
+    }
+
+    /// Blocks of `ty` with arbitrary quant bits and small, finite scales.
+    fn random_blocks(ty: GgmlType, n_blocks: usize, seed: u32) -> Vec<u8> {
+        let (_, bytes) = ty.block_layout().unwrap();
+        let mut out: Vec<u8> = (0..n_blocks * bytes)
+            .map(|i| ((i as u32).wrapping_mul(2246822519).wrapping_add(seed) >> 13) as u8)
+            .collect();
+        let scale_at: &[usize] = match ty {
+            GgmlType::Q5_0 | GgmlType::Q8_0 | GgmlType::Q4_0 => &[0],
+            GgmlType::Q5_1 | GgmlType::Q4_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
+            GgmlType::Q6_K => &[208],
+            _ => unreachable!(),
+        };
+        for (b, block) in out.chunks_exact_mut(bytes).enumerate() {
+            for (s, &at) in scale_at.iter().enumerate() {
+                let v = 0.002 + 0.001 * ((b + s) % 7) as f32;
+                block[at..at + 2].copy_from_slice(&f16_bytes(v));
+            }
+        }
+        out
+    }
+
+    /// `x [m, k] · wᵀ` for `w [n, k]`, in f64.
+    fn reference(x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
+        let mut y = vec![0f32; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let s: f64 = (0..k)
+                    .map(|p| x[i * k + p] as f64 * w[j * k + p] as f64)
+                    .sum();
+                y[i * n + j] = s as f32;
+            }
+        }
+        y
+    }
+
+    fn assert_close(got: &[f32], want: &[f32], what: &str) {
+        assert_eq!(got.len(), want.len(), "{what}");
+        let scale = want.iter().fold(1e-3f32, |m, v| m.max(v.abs()));
+        for (i, (a, b)) in got.iter().zip(want).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-5 * scale * 8.0,
+                "{what}: element {i}: {a} vs {b} (scale {scale})"
+            );
+        }
+    }
+
+    const TYPES: [GgmlType; 8] = [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q8_0,
+        GgmlType::Q5_0,
+        GgmlType::Q5_1,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+    ];
+
+    #[test]
+    fn the_block_kernel_matches_the_dequantised_product_for_every_type_and_row_count() {
+        for ty in TYPES {
+            let (block, _) = ty.block_layout().unwrap();
+            let (n, k) = (37, 2 * block);
+            let data = random_blocks(ty, n * k / block, 11);
+            let q = QuantMatrix::from_gguf(ty, n, k, &data).unwrap();
+            let w = dequantize(ty, &data, n * k).unwrap();
+            assert_eq!(
+                q.dequantise(),
+                w,
+                "{ty}: the kept blocks decode as the loader does"
+            );
+            for m in [1, 2, 3, 5, 8, 9, 17, 64] {
+                let x = values(m * k, m as u32);
+                let got = q.matmul(&x, m);
+                assert_close(&got, &reference(&x, &w, m, k, n), &format!("{ty} m {m}"));
+            }
+        }
+    }
+
+    #[test]
+    fn the_avx512_and_avx2_kernels_agree_bit_for_bit_and_the_portable_one_within_rounding() {
+        let best = detect();
+        let mut isas = vec![Simd::Generic];
+        if best != Simd::Generic {
+            isas.push(Simd::Avx2);
+        }
+        if best == Simd::Avx512 {
+            isas.push(Simd::Avx512);
+        }
+        eprintln!("kernels available here: {isas:?}");
+        for ty in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0] {
+            let (n, k) = (70, 96);
+            let data = random_blocks(ty, n * k / 32, 21);
+            let q = QuantMatrix::from_gguf(ty, n, k, &data).unwrap();
+            let w = q.dequantise();
+            for m in [1, 2, 3, 4, 5, 8, 9, 13] {
+                let x = values(m * k, 7 + m as u32);
+                let want = reference(&x, &w, m, k, n);
+                let ys: Vec<Vec<f32>> = isas.iter().map(|&i| q.matmul_on(i, &x, m)).collect();
+                for (isa, y) in isas.iter().zip(&ys) {
+                    assert_close(y, &want, &format!("{ty} m {m} {isa:?}"));
+                }
+                if ys.len() == 3 {
+                    assert_eq!(ys[1], ys[2], "{ty} m {m}: AVX2 and AVX-512 differ");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_row_comes_out_the_same_whatever_shares_its_call() {
+        for ty in [GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q6_K] {
+            let (block, _) = ty.block_layout().unwrap();
+            let (n, k) = (300, 2 * block);
+            let q = QuantMatrix::from_gguf(ty, n, k, &random_blocks(ty, n * k / block, 3)).unwrap();
+            let x = values(11 * k, 5);
+            let all = q.matmul(&x, 11);
+            for i in 0..11 {
+                let alone = q.matmul(&x[i * k..(i + 1) * k], 1);
+                assert_eq!(alone, all[i * n..(i + 1) * n], "{ty} row {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_reference_quantisers_round_trip_within_their_step() {
+        let v = values(64 * 3, 9);
+        // Half a step, except Q4_0's far end: its largest magnitude maps to -8, so the other
+        // end clips at +7, a whole step short (as in ggml).
+        for (ty, bytes, max_err) in [
+            (GgmlType::Q8_0, quantise_q8_0(&v), 0.5 / 127.0),
+            (GgmlType::Q4_0, quantise_q4_0(&v), 1.0 / 8.0),
+            (GgmlType::Q4_1, quantise_q4_1(&v), 0.5 * 2.0 / 15.0),
+        ] {
+            let back = dequantize(ty, &bytes, v.len()).unwrap();
+            for (a, b) in back.iter().zip(&v) {
+                assert!((a - b).abs() <= max_err + 1e-3, "{ty}: {a} vs {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn permuted_rows_and_embedding_rows_decode_as_the_whole_matrix() {
+        let (n, k) = (6, 64);
+        let v = values(n * k, 1);
+        let q = QuantMatrix::from_gguf(GgmlType::Q4_1, n, k, &quantise_q4_1(&v)).unwrap();
+        let w = q.dequantise();
+        let order = [3, 0, 5, 1, 4, 2];
+        let p = q.permute_rows(&order).dequantise();
+        for (i, &r) in order.iter().enumerate() {
+            assert_eq!(p[i * k..(i + 1) * k], w[r * k..(r + 1) * k]);
+        }
+        let rows = q.rows_f32(&[4, 4, 0]);
+        assert_eq!(rows[..k], w[4 * k..5 * k]);
+        assert_eq!(rows[2 * k..], w[..k]);
+        assert!(q.bytes() < n * k * 4 / 5, "{} bytes kept", q.bytes());
+    }
+
+    #[test]
+    fn tensors_take_the_kernel_for_few_rows_and_the_gemm_for_many() {
+        let dev = CpuDevice::default();
+        let (n, k) = (40, 96);
+        let v = values(n * k, 2);
+        let q = QuantMatrix::from_gguf(GgmlType::Q8_0, n, k, &quantise_q8_0(&v)).unwrap();
+        let w = q.dequantise();
+        for m in [1, 7, MAX_KERNEL_ROWS, MAX_KERNEL_ROWS + 3] {
+            let x = values(m * k, 4);
+            let xt = Tensor::<CpuBackend, 2>::from_data(TensorData::new(x.clone(), [m, k]), &dev);
+            let y = q.forward(xt).into_data().to_vec::<f32>().unwrap();
+            assert_close(&y, &reference(&x, &w, m, k, n), &format!("m {m}"));
+        }
+        // Autodiff tensors (not the plain CPU backend) take the dequantised gemm.
+        type Ad = burn::backend::Autodiff<CpuBackend>;
+        let x = values(3 * k, 8);
+        let xa = Tensor::<Ad, 2>::from_data(TensorData::new(x.clone(), [3, k]), &dev);
+        let y = q.forward(xa).into_data().to_vec::<f32>().unwrap();
+        assert_close(&y, &reference(&x, &w, 3, k, n), "autodiff");
+    }
+
+    #[test]
+    fn bad_shapes_and_types_are_refused_with_the_reason() {
+        let e = QuantMatrix::from_gguf(GgmlType::F32, 2, 32, &[0; 256])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("F32") && e.contains("cannot be kept"), "{e}");
+        let e = QuantMatrix::from_gguf(GgmlType::Q8_0, 2, 48, &[0; 102])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("whole 32-value blocks"), "{e}");
+        let e = QuantMatrix::from_gguf(GgmlType::Q8_0, 2, 32, &[0; 60])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("takes 68 bytes, got 60"), "{e}");
+    }
+}
+
+/// The Q4 and Q8 kernels in AVX-512 and AVX2 intrinsics: each block is widened to f32 in
+/// registers (`w = q * scale + min`, one FMA per sixteen or eight values), then multiplied into
+/// per-row accumulators. Both keep thirty-two partial sums per row (value `l` of every block into
+/// sum `l`), add sums `l` and `16 + l`, then [`sum16`]: the same operations in the same order,
+/// so the two agree bit for bit.
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use super::{sum16, Q4Decoder, Q8Decoder, PASS_ROWS};
+
+    /// Splits the rows into passes of at most [`PASS_ROWS`] and calls `pass` with each.
+    macro_rules! passes {
+        ($pass:ident, $dec:expr, $x:expr, $m:expr, $k:expr, $j0:expr, $part:expr) => {{
+            let mut r0 = 0;
+            while r0 < $m {
+                let xs = &$x[r0 * $k..];
+                match $m - r0 {
+                    1 => $pass::<1>($dec, xs, $m, r0, $k, $j0, $part),
+                    2 => $pass::<2>($dec, xs, $m, r0, $k, $j0, $part),
+                    3 => $pass::<3>($dec, xs, $m, r0, $k, $j0, $part),
+                    4 => $pass::<4>($dec, xs, $m, r0, $k, $j0, $part),
+                    5 => $pass::<5>($dec, xs, $m, r0, $k, $j0, $part),
+                    6 => $pass::<6>($dec, xs, $m, r0, $k, $j0, $part),
+                    7 => $pass::<7>($dec, xs, $m, r0, $k, $j0, $part),
+                    _ => $pass::<PASS_ROWS>($dec, xs, $m, r0, $k, $j0, $part),
+                }
+                r0 += PASS_ROWS;
+            }
+        }};
+    }
+
+    /// Rows per pass of the AVX2 kernels: four sums per row in sixteen registers.
+    const AVX2_ROWS: usize = 3;
+
+    /// [`passes!`] with at most [`AVX2_ROWS`] rows per pass.
+    macro_rules! passes_avx2 {
+        ($pass:ident, $dec:expr, $x:expr, $m:expr, $k:expr, $j0:expr, $part:expr) => {{
+            let mut r0 = 0;
+            while r0 < $m {
+                let xs = &$x[r0 * $k..];
+                match $m - r0 {
+                    1 => $pass::<1>($dec, xs, $m, r0, $k, $j0, $part),
+                    2 => $pass::<2>($dec, xs, $m, r0, $k, $j0, $part),
+                    _ => $pass::<AVX2_ROWS>($dec, xs, $m, r0, $k, $j0, $part),
+                }
+                r0 += AVX2_ROWS;
+            }
+        }};
+    }
+
+    /// Checks every index the unchecked loads of a pass will use.
+    fn check(
+        quant_len: usize,
+        per_block: usize,
+        k: usize,
+        j0: usize,
+        rows: usize,
+        x: usize,
+        r: usize,
+    ) {
+        assert!(
+            k.is_multiple_of(32) && x >= r * k,
+            "x holds the pass's rows"
+        );
+        assert!(
+            quant_len >= (j0 + rows) * (k / 32) * per_block,
+            "the task's weight rows exist"
+        );
+    }
+
+    #[target_feature(enable = "avx512f,fma")]
+    pub(super) unsafe fn q4_avx512(
+        dec: &Q4Decoder,
+        x: &[f32],
+        m: usize,
+        k: usize,
+        j0: usize,
+        part: &mut [f32],
+    ) {
+        passes!(q4_pass_avx512, dec, x, m, k, j0, part)
+    }
+
+    #[target_feature(enable = "avx512f,fma")]
+    #[inline]
+    unsafe fn q4_pass_avx512<const R: usize>(
+        dec: &Q4Decoder,
+        x: &[f32],
+        m: usize,
+        r0: usize,
+        k: usize,
+        j0: usize,
+        part: &mut [f32],
+    ) {
+        let nb = k / 32;
+        check(dec.quants.len(), 16, k, j0, part.len() / m, x.len(), R);
+        check(dec.scales.len() * 16, 16, k, j0, part.len() / m, x.len(), R);
+        let mask = _mm_set1_epi8(0x0F);
+        let xp = x.as_ptr();
+        for (jj, out) in part.chunks_exact_mut(m).enumerate() {
+            let row = (j0 + jj) * nb;
+            // Values 0..16 and 16..32 of each block into separate sums (two dependency chains
+            // per row, which a single row needs to keep the FMA units busy).
+            let mut acc = [[_mm512_setzero_ps(); 2]; R];
+            for b in 0..nb {
+                let qb = _mm_loadu_si128(dec.quants.as_ptr().add((row + b) * 16) as *const __m128i);
+                let d = _mm512_set1_ps(*dec.scales.get_unchecked(row + b));
+                let mn = _mm512_set1_ps(*dec.mins.get_unchecked(row + b));
+                let lo = _mm512_cvtepu8_epi32(_mm_and_si128(qb, mask));
+                let hi = _mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(qb, 4), mask));
+                let w0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), d, mn);
+                let w1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), d, mn);
+                for (i, a) in acc.iter_mut().enumerate() {
+                    let p = xp.add(i * k + b * 32);
+                    a[0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(p), a[0]);
+                    a[1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(p.add(16)), a[1]);
+                }
+            }
+            for (i, a) in acc.iter().enumerate() {
+                let mut lanes = [0f32; 16];
+                _mm512_storeu_ps(lanes.as_mut_ptr(), _mm512_add_ps(a[0], a[1]));
+                out[r0 + i] = sum16(&lanes);
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx512f,fma")]
+    pub(super) unsafe fn q8_avx512(
+        dec: &Q8Decoder,
+        x: &[f32],
+        m: usize,
+        k: usize,
+        j0: usize,
+        part: &mut [f32],
+    ) {
+        passes!(q8_pass_avx512, dec, x, m, k, j0, part)
+    }
+
+    #[target_feature(enable = "avx512f,fma")]
+    #[inline]
+    unsafe fn q8_pass_avx512<const R: usize>(
+        dec: &Q8Decoder,
+        x: &[f32],
+        m: usize,
+        r0: usize,
+        k: usize,
+        j0: usize,
+        part: &mut [f32],
+    ) {
+        let nb = k / 32;
+        check(dec.quants.len(), 32, k, j0, part.len() / m, x.len(), R);
+        check(dec.scales.len() * 32, 32, k, j0, part.len() / m, x.len(), R);
+        let xp = x.as_ptr();
+        for (jj, out) in part.chunks_exact_mut(m).enumerate() {
+            let row = (j0 + jj) * nb;
+            // Values 0..16 and 16..32 of each block into separate sums (two dependency chains
+            // per row, which a single row needs to keep the FMA units busy).
+            let mut acc = [[_mm512_setzero_ps(); 2]; R];
+            for b in 0..nb {
+                let qp = dec.quants.as_ptr().add((row + b) * 32) as *const __m128i;
+                let d = _mm512_set1_ps(*dec.scales.get_unchecked(row + b));
+                let q0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(qp));
+                let q1 = _mm512_cvtepi8_epi32(_mm_loadu_si128(qp.add(1)));
+                let w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(q0), d);
+                let w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(q1), d);
+                for (i, a) in acc.iter_mut().enumerate() {
+                    let p = xp.add(i * k + b * 32);
+                    a[0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(p), a[0]);
+                    a[1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(p.add(16)), a[1]);
+                }
+            }
+            for (i, a) in acc.iter().enumerate() {
+                let mut lanes = [0f32; 16];
+                _mm512_storeu_ps(lanes.as_mut_ptr(), _mm512_add_ps(a[0], a[1]));
+                out[r0 + i] = sum16(&lanes);
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn q4_avx2(
+        dec: &Q4Decoder,
+        x: &[f32],
+        m: usize,
+        k: usize,
+        j0: usize,
+        part: &mut [f32],
+    ) {
+        passes_avx2!(q4_pass_avx2, dec, x, m, k, j0, part)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn q4_pass_avx2<const R: usize>(
+        dec: &Q4Decoder,
+        x: &[f32],
+        m: usize,
+        r0: usize,
+        k: usize,
+        j0: usize,
+        part: &mut [f32],
+    ) {
+        let nb = k / 32;
+        check(dec.quants.len(), 16, k, j0, part.len() / m, x.len(), R);
+        check(dec.scales.len() * 16, 16, k, j0, part.len() / m, x.len(), R);
+        let mask = _mm_set1_epi8(0x0F);
+        let xp = x.as_ptr();
+        let widen = |v: __m128i, d: __m256, mn: __m256| {
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)), d, mn)
+        };
+        for (jj, out) in part.chunks_exact_mut(m).enumerate() {
+            let row = (j0 + jj) * nb;
+            // Values 0..8, 8..16, 16..24 and 24..32 of each block into separate sums: the
+            // AVX-512 kernel's two sixteen-lane sums, in halves.
+            let mut acc = [[_mm256_setzero_ps(); 4]; R];
+            for b in 0..nb {
+                let qb = _mm_loadu_si128(dec.quants.as_ptr().add((row + b) * 16) as *const __m128i);
+                let d = _mm256_set1_ps(*dec.scales.get_unchecked(row + b));
+                let mn = _mm256_set1_ps(*dec.mins.get_unchecked(row + b));
+                let lo = _mm_and_si128(qb, mask);
+                let hi = _mm_and_si128(_mm_srli_epi16(qb, 4), mask);
+                let w = [
+                    widen(lo, d, mn),
+                    widen(_mm_srli_si128(lo, 8), d, mn),
+                    widen(hi, d, mn),
+                    widen(_mm_srli_si128(hi, 8), d, mn),
+                ];
+                for (i, a) in acc.iter_mut().enumerate() {
+                    let p = xp.add(i * k + b * 32);
+                    for (c, (a, w)) in a.iter_mut().zip(&w).enumerate() {
+                        *a = _mm256_fmadd_ps(*w, _mm256_loadu_ps(p.add(8 * c)), *a);
+                    }
+                }
+            }
+            for (i, a) in acc.iter().enumerate() {
+                let mut lanes = [0f32; 16];
+                _mm256_storeu_ps(lanes.as_mut_ptr(), _mm256_add_ps(a[0], a[2]));
+                _mm256_storeu_ps(lanes.as_mut_ptr().add(8), _mm256_add_ps(a[1], a[3]));
+                out[r0 + i] = sum16(&lanes);
+            }
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn q8_avx2(
+        dec: &Q8Decoder,
+        x: &[f32],
+        m: usize,
+        k: usize,
+        j0: usize,
+        part: &mut [f32],
+    ) {
+        passes_avx2!(q8_pass_avx2, dec, x, m, k, j0, part)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn q8_pass_avx2<const R: usize>(
+        dec: &Q8Decoder,
+        x: &[f32],
+        m: usize,
+        r0: usize,
+        k: usize,
+        j0: usize,
+        part: &mut [f32],
+    ) {
+        let nb = k / 32;
+        check(dec.quants.len(), 32, k, j0, part.len() / m, x.len(), R);
+        check(dec.scales.len() * 32, 32, k, j0, part.len() / m, x.len(), R);
+        let xp = x.as_ptr();
+        for (jj, out) in part.chunks_exact_mut(m).enumerate() {
+            let row = (j0 + jj) * nb;
+            let mut acc = [[_mm256_setzero_ps(); 4]; R];
+            for b in 0..nb {
+                let qp = dec.quants.as_ptr().add((row + b) * 32);
+                let d = _mm256_set1_ps(*dec.scales.get_unchecked(row + b));
+                let w: [__m256; 4] = std::array::from_fn(|c| {
+                    let q = _mm_loadl_epi64(qp.add(8 * c) as *const __m128i);
+                    _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d)
+                });
+                for (i, a) in acc.iter_mut().enumerate() {
+                    let p = xp.add(i * k + b * 32);
+                    for (c, (a, w)) in a.iter_mut().zip(&w).enumerate() {
+                        *a = _mm256_fmadd_ps(*w, _mm256_loadu_ps(p.add(8 * c)), *a);
+                    }
+                }
+            }
+            for (i, a) in acc.iter().enumerate() {
+                let mut lanes = [0f32; 16];
+                _mm256_storeu_ps(lanes.as_mut_ptr(), _mm256_add_ps(a[0], a[2]));
+                _mm256_storeu_ps(lanes.as_mut_ptr().add(8), _mm256_add_ps(a[1], a[3]));
+                out[r0 + i] = sum16(&lanes);
+            }
+        }
+    }
+}

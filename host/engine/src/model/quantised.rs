@@ -27,9 +27,13 @@ use crate::weights::gguf::dequant::{block_decoder, BlockDecoder, GgmlType};
 
 /// Rows of activations one pass over the weights serves.
 const PASS_ROWS: usize = 8;
-/// Most activation rows the block kernel takes; more (prefill) go through the f32 gemm on a
-/// dequantised copy, where the gemm's blocking pays for the conversion.
+/// Most activation rows the block kernel takes (a decode step's batch).
 pub const MAX_KERNEL_ROWS: usize = 64;
+/// Output columns (weight rows) one task of the many-row path covers.
+const PANEL_TASK_COLUMNS: usize = 64;
+/// Activation rows one task of the many-row path covers: each task dequantises its columns
+/// once, so the conversion is shared by up to this many rows.
+const PANEL_TASK_ROWS: usize = 512;
 
 /// A weight matrix `[rows, cols]` (Hugging Face's `[d_out, d_in]`, GGUF's row order) kept in
 /// its quantised blocks.
@@ -362,9 +366,46 @@ impl QuantMatrix {
         super::linear::transpose(&yt, n, m)
     }
 
-    /// `x [m, cols]` times the transpose: the block kernel for up to [`MAX_KERNEL_ROWS`] rows on
-    /// the CPU backend, otherwise the general matmul on a dequantised copy (prefill, and
-    /// backends other than the CPU one).
+    /// `y [m, rows] = x [m, cols] · selfᵀ` for many rows (prefill, scoring): tasks of up to
+    /// [`PANEL_TASK_ROWS`] rows and [`PANEL_TASK_COLUMNS`] columns, each dequantising its
+    /// columns a panel at a time into a small f32 buffer for the register-blocked kernel of
+    /// [`super::simd_kernels`] (the one the f32 prefill uses). A row's result does not depend on
+    /// the rows beside it.
+    pub fn matmul_many(&self, x: &[f32], m: usize) -> Vec<f32> {
+        let (n, k) = (self.rows, self.cols);
+        assert_eq!(x.len(), m * k, "x is [m, cols]");
+        let row_tasks = m.div_ceil(PANEL_TASK_ROWS);
+        let col_tasks = n.div_ceil(PANEL_TASK_COLUMNS);
+        let parts: Vec<(usize, usize, Vec<f32>)> = (0..row_tasks * col_tasks)
+            .into_par_iter()
+            .map(|t| {
+                let (rt, ct) = (t / col_tasks, t % col_tasks);
+                let rows = rt * PANEL_TASK_ROWS..((rt + 1) * PANEL_TASK_ROWS).min(m);
+                let columns = ct * PANEL_TASK_COLUMNS..((ct + 1) * PANEL_TASK_COLUMNS).min(n);
+                let mut y = vec![0f32; rows.len() * columns.len()];
+                pulp::Arch::new().dispatch(PanelTask {
+                    q: self,
+                    x: &x[rows.start * k..rows.end * k],
+                    columns: columns.clone(),
+                    y: &mut y,
+                });
+                (rows.start, columns.start, y)
+            })
+            .collect();
+        let mut y = vec![0f32; m * n];
+        for (r0, c0, part) in parts {
+            let width = PANEL_TASK_COLUMNS.min(n - c0);
+            for (i, src) in part.chunks_exact(width).enumerate() {
+                y[(r0 + i) * n + c0..(r0 + i) * n + c0 + width].copy_from_slice(src);
+            }
+        }
+        y
+    }
+
+    /// `x [m, cols]` times the transpose on the CPU backend: inside a decode step
+    /// ([`super::small_matmul::decode_scope`]) the block kernel for up to
+    /// [`MAX_KERNEL_ROWS`] rows, otherwise (prefill, scoring) [`Self::matmul_many`]; other
+    /// backends (autodiff, CUDA) take the general matmul on a dequantised copy.
     pub fn forward<B: Backend>(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
         let [m, k] = x.dims();
         assert_eq!(
@@ -372,22 +413,82 @@ impl QuantMatrix {
             "input width {k} for a [{}, {k}] matrix",
             self.rows
         );
-        if m <= MAX_KERNEL_ROWS {
-            let fast = as_flex::<B, 2>(x.clone()).and_then(|f| {
+        let decode = m <= MAX_KERNEL_ROWS && super::small_matmul::in_decode();
+        let fast = (m > 0)
+            .then(|| as_flex::<B, 2>(x.clone()))
+            .flatten()
+            .and_then(|f| {
                 let xs = f.as_slice::<f32>()?;
-                from_vec::<B, 2>(self.matmul(xs, m), [m, self.rows])
+                let y = if decode {
+                    self.matmul(xs, m)
+                } else {
+                    self.matmul_many(xs, m)
+                };
+                from_vec::<B, 2>(y, [m, self.rows])
             });
-            if let Some(y) = fast {
-                return y;
-            }
+        if let Some(y) = fast {
+            return y;
         }
         let w = Tensor::<B, 2>::from_data(
             TensorData::new(self.dequantise_transposed(), [self.cols, self.rows]),
             &x.device(),
         );
-        match super::prefill_matmul::try_matmul(&x, &w) {
-            Some(y) => y,
-            None => x.matmul(w),
+        x.matmul(w)
+    }
+}
+
+/// One task of [`QuantMatrix::matmul_many`]: `y = x · W[columns]ᵀ`, `y` row-major with the
+/// columns' width.
+struct PanelTask<'a> {
+    q: &'a QuantMatrix,
+    x: &'a [f32],
+    columns: std::ops::Range<usize>,
+    y: &'a mut [f32],
+}
+
+impl pulp::WithSimd for PanelTask<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, simd: S) {
+        use super::simd_kernels::{panel, Accumulate, Operand};
+        let PanelTask { q, x, columns, y } = self;
+        let k = q.cols;
+        let m = x.len() / k;
+        let width = columns.len();
+        let step = 2 * S::F32_LANES;
+        // The panel's weights as the kernel reads them: `[k, step]`, row-major.
+        let mut wp = vec![0f32; k * step];
+        let mut row = vec![0f32; k];
+        let mut tail = Vec::new();
+        for c0 in columns.clone().step_by(step) {
+            let c1 = (c0 + step).min(columns.end);
+            if c1 - c0 < step {
+                wp.fill(0.0);
+            }
+            for j in c0..c1 {
+                q.decode_row(j, &mut row);
+                for (p, &v) in row.iter().enumerate() {
+                    wp[p * step + j - c0] = v;
+                }
+            }
+            let x_op = Operand { data: x, stride: k };
+            let w_op = Operand {
+                data: &wp,
+                stride: step,
+            };
+            if c1 - c0 == step {
+                let out = &mut y[c0 - columns.start..];
+                panel(simd, m, k, x_op, w_op, out, width, Accumulate::No);
+            } else {
+                // The last columns, fewer than a panel: through a padded result.
+                tail.resize(m * step, 0f32);
+                panel(simd, m, k, x_op, w_op, &mut tail, step, Accumulate::No);
+                let (rest, at) = (c1 - c0, c0 - columns.start);
+                for (dst, src) in y.chunks_exact_mut(width).zip(tail.chunks_exact(step)) {
+                    dst[at..at + rest].copy_from_slice(&src[..rest]);
+                }
+            }
         }
     }
 }
@@ -781,6 +882,30 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_many_row_path_matches_the_product_and_keeps_each_row_alone() {
+        for ty in [GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K] {
+            let (block, _) = ty.block_layout().unwrap();
+            // Widths that leave a partial panel and a partial task; rows over one task.
+            for (n, m) in [(70, 5), (131, PANEL_TASK_ROWS + 9)] {
+                let k = 2 * block;
+                let data = random_blocks(ty, n * k / block, 17);
+                let q = QuantMatrix::from_gguf(ty, n, k, &data).unwrap();
+                let w = q.dequantise();
+                let x = values(m * k, 23);
+                let all = q.matmul_many(&x, m);
+                assert_close(
+                    &all,
+                    &reference(&x, &w, m, k, n),
+                    &format!("{ty} n {n} m {m}"),
+                );
+                let r = m - 1;
+                let alone = q.matmul_many(&x[r * k..(r + 1) * k], 1);
+                assert_eq!(alone, all[r * n..(r + 1) * n], "{ty}: row {r} alone");
+            }
+        }
+    }
+
+    #[test]
     fn a_row_comes_out_the_same_whatever_shares_its_call() {
         for ty in [GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q6_K] {
             let (block, _) = ty.block_layout().unwrap();
@@ -839,8 +964,20 @@ pub(crate) mod tests {
         for m in [1, 7, MAX_KERNEL_ROWS, MAX_KERNEL_ROWS + 3] {
             let x = values(m * k, 4);
             let xt = Tensor::<CpuBackend, 2>::from_data(TensorData::new(x.clone(), [m, k]), &dev);
-            let y = q.forward(xt).into_data().to_vec::<f32>().unwrap();
-            assert_close(&y, &reference(&x, &w, m, k, n), &format!("m {m}"));
+            let want = reference(&x, &w, m, k, n);
+            let outside = q.forward(xt.clone()).into_data().to_vec::<f32>().unwrap();
+            assert_close(&outside, &want, &format!("m {m} outside a decode step"));
+            assert_eq!(
+                outside,
+                q.matmul_many(&x, m),
+                "outside a decode step: the panels"
+            );
+            let inside = super::super::small_matmul::decode_scope(|| q.forward(xt));
+            let inside = inside.into_data().to_vec::<f32>().unwrap();
+            assert_close(&inside, &want, &format!("m {m} in a decode step"));
+            if m <= MAX_KERNEL_ROWS {
+                assert_eq!(inside, q.matmul(&x, m), "a decode step: the block kernel");
+            }
         }
         // Autodiff tensors (not the plain CPU backend) take the dequantised gemm.
         type Ad = burn::backend::Autodiff<CpuBackend>;

@@ -36,7 +36,9 @@ impl Default for LoadOptions {
     }
 }
 
-/// Everything a model path gives: its weights, ready to serve, and its text side.
+/// Everything a model path gives: its weights, ready to serve, and its text side. A clone shares
+/// the weights (burn tensors and quantised blocks are reference-counted).
+#[derive(Clone)]
 pub struct ModelFiles<B: Backend> {
     /// Where the weights came from.
     pub source: ModelSource,

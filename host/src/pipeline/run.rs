@@ -357,6 +357,9 @@ where
             || plugins.plugin_for(PluginKind::Generate).is_some();
         let collect_tx = (!made).then_some(collect_tx);
         let files = ModelFiles::<B>::load(&serve_path, &load_options(cfg), &placement.serve)?;
+        // A fresh run serves the starting model, which is also the frozen teacher: one copy of
+        // its weights for both.
+        let starting = resumed.is_none().then(|| files.clone());
         let serving = Serving::build(cfg, files, version, collect_tx, metrics.clone())?;
         let engine = serving.engine.clone();
 
@@ -365,8 +368,14 @@ where
         let teacher: Arc<dyn PolicyService> = if cfg.teacher == "frozen" && inputs.teacher_logprobs
         {
             // The starting model, never updated: its own engine (scoring only).
+            let files = match starting {
+                Some(files) => files,
+                None => {
+                    ModelFiles::<B>::load(&cfg.model_path, &load_options(cfg), &placement.serve)?
+                }
+            };
             Arc::new(PolicyEngine::start(
-                ModelFiles::<B>::load(&cfg.model_path, &load_options(cfg), &placement.serve)?,
+                files,
                 0,
                 scheduler_options(cfg),
                 metrics.clone(),

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Every speed comparison the README quotes, back to back on this machine, then one table of
+# ratios (ours / anchor; above 1 is faster) with the CPU and its SIMD features:
+#   training      `openclaw-host bench train`   vs PyTorch       (host/train/bench/torch_train.py)
+#   prefill, decode, scoring of a random 4.2M Qwen3
+#                 `openclaw-host bench engine`  vs transformers  (host/engine/bench/torch_engine.py)
+#   SmolLM2-135M Q4_1 decode, batch 1 and 8, the weights in their blocks and dequantised to f32
+#                 `openclaw-host bench decode`  vs llama.cpp     (host/engine/bench/llama_cpp_decode.py)
+#
+# Usage: scripts/bench-all.sh [python]
+#   python: an interpreter with torch, transformers and llama-cpp-python (default python3), e.g.
+#   python3 -m venv /tmp/bench && /tmp/bench/bin/pip install torch transformers llama-cpp-python
+# Threads: two on every side (the PyTorch and transformers scripts use two; RAYON_NUM_THREADS
+# changes ours and llama.cpp's). The raw JSON of
+# each run is kept in target/bench-all/. Takes about 10 minutes on 2 cores after the build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${1:-python3}
+THREADS=${RAYON_NUM_THREADS:-2}
+export RAYON_NUM_THREADS=$THREADS
+MODEL=.assets/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+OUT=target/bench-all
+
+if ! "$PY" -c 'import torch, transformers, llama_cpp' 2>/dev/null; then
+    echo "bench-all: $PY cannot import torch, transformers and llama_cpp;" \
+        "install them with: $PY -m pip install torch transformers llama-cpp-python" >&2
+    exit 1
+fi
+[ -f "$MODEL" ] || bash scripts/fetch-smollm2.sh
+cargo build --release -p openclaw-host --quiet
+mkdir -p "$OUT"
+BIN=./target/release/openclaw-host
+
+step() { echo "bench-all: $*" >&2; }
+step "training (openclaw-host, then PyTorch)"
+"$BIN" bench train 2>/dev/null > "$OUT/train.json"
+"$PY" host/train/bench/torch_train.py 5 > "$OUT/torch_train.json"
+step "prefill, decode, scoring (openclaw-host, then transformers)"
+"$BIN" bench engine 2>/dev/null > "$OUT/engine.json"
+"$PY" host/engine/bench/torch_engine.py > "$OUT/torch_engine.json"
+step "SmolLM2 decode (openclaw-host with blocks, with f32, then llama.cpp)"
+"$BIN" bench decode --model-path "$MODEL" --batches 1,8 --weights blocks 2>"$OUT/decode_blocks.log" > "$OUT/decode_blocks.json"
+"$BIN" bench decode --model-path "$MODEL" --batches 1,8 --weights f32 2>"$OUT/decode_f32.log" > "$OUT/decode_f32.json"
+"$PY" host/engine/bench/llama_cpp_decode.py "$MODEL" --batches 1,8 --threads "$THREADS" 2>/dev/null > "$OUT/llama_cpp.json"
+
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+features=$(grep -m1 -o -w -E 'avx2|fma|f16c|avx512f|avx512bw|avx512vl|avx512_vnni|avx512_bf16|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ' || true)
+"$PY" - "$OUT" "$cpu" "$features" "$THREADS" <<'PYEOF'
+import json, re, sys
+out, cpu, features, threads = sys.argv[1:5]
+load = lambda name: json.load(open(f"{out}/{name}.json"))
+rows = []
+def row(work, ours, theirs, anchor, unit="tok/s"):
+    rows.append((work, ours, theirs, anchor, ours / theirs, unit))
+
+train, torch_train = load("train"), [json.loads(l) for l in open(f"{out}/torch_train.json")]
+t = {}
+for r in torch_train:
+    for run in r.get("runs", [r]):
+        t[run["config"]] = run
+for r in train["runs"]:
+    row(f"train {r['config']} ({r['batch']}x{r['seq']})", r["result"]["mean_tokens_per_s"],
+        t[r["config"]]["mean_tokens_per_s"], "PyTorch")
+ours, theirs = load("engine"), load("torch_engine")
+row("prefill, 4.2M Qwen3, 256 tokens", ours["prefill_tok_s"], theirs["prefill_tok_s"], "transformers")
+td = dict((b, v) for b, v in theirs["decode_tok_s"])
+for b, v in ours["decode_tok_s"]:
+    row(f"decode, 4.2M Qwen3, batch {b}", v, td[b], "transformers")
+row("scoring, 4.2M Qwen3, 8 x 80 tokens", ours["score_tok_s"], theirs["score_tok_s"], "transformers")
+lc = {r["batch"]: r["decode_tok_s"] for r in load("llama_cpp")}
+for form in ("blocks", "f32"):
+    for r in load(f"decode_{form}"):
+        if r["groups"] == 1:
+            row(f"SmolLM2 Q4_1 decode, batch {r['batch']}, {form}", r["decode_tok_s"], lc[r["batch"]], "llama.cpp")
+peak = {}
+for form in ("blocks", "f32"):
+    m = re.search(r"peak resident memory (\d+) MiB", open(f"{out}/decode_{form}.log").read())
+    peak[form] = m.group(1) if m else "?"
+
+print(f"CPU: {cpu}; features: {features.strip()}; {threads} threads")
+print(f"| work | openclaw-host | anchor | anchor's | ratio |")
+print(f"|---|---|---|---|---|")
+for work, a, b, anchor, ratio, unit in rows:
+    print(f"| {work} | {a:,.0f} {unit} | {anchor} | {b:,.0f} | {ratio:.2f} |")
+print(f"peak memory, training bench: openclaw-host {train['peak_rss_mib']:.0f} MiB, "
+      f"PyTorch {torch_train[-1].get('peak_rss_mib', float('nan')):.0f} MiB")
+print(f"peak memory, SmolLM2 decode bench: blocks {peak['blocks']} MiB, f32 {peak['f32']} MiB")
+PYEOF

@@ -298,6 +298,15 @@ impl QuantMatrix {
 
     /// [`Self::matmul`] with the kernels of `isa` (which the CPU must have).
     fn matmul_on(&self, isa: Simd, x: &[f32], m: usize) -> Vec<f32> {
+        // One or two rows are bound by widening the blocks, which the eight-lane conversions do
+        // faster (SmolLM2 at batch 1 on an AMD EPYC with AVX-512: 111-132 tokens/s with the
+        // AVX2 kernels, 91-109 with the AVX-512 ones; at batch 8 the wider FMAs win, 261-288
+        // against 212-282). The two give the same bits, so a row's result still does not depend
+        // on the rows beside it.
+        let isa = match isa {
+            Simd::Avx512 if m <= 2 => Simd::Avx2,
+            other => other,
+        };
         let (n, k) = (self.rows, self.cols);
         assert_eq!(x.len(), m * k, "x is [m, cols]");
         if m == 0 || n == 0 {
@@ -1006,9 +1015,9 @@ pub(crate) mod tests {
 
 /// The Q4 and Q8 kernels in AVX-512 and AVX2 intrinsics: each block is widened to f32 in
 /// registers (`w = q * scale + min`, one FMA per sixteen or eight values), then multiplied into
-/// per-row accumulators. Both keep thirty-two partial sums per row (value `l` of every block into
-/// sum `l`), add sums `l` and `16 + l`, then [`sum16`]: the same operations in the same order,
-/// so the two agree bit for bit.
+/// per-row accumulators. Both keep sixteen partial sums per (activation row, weight row): sum `l`
+/// takes `w[l] x[l]`, then `w[16 + l] x[16 + l]`, block after block; then [`sum16`]. The same
+/// operations in the same order, so the two agree bit for bit.
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
@@ -1036,8 +1045,9 @@ mod x86 {
         }};
     }
 
-    /// Rows per pass of the AVX2 kernels: four sums per row in sixteen registers.
-    const AVX2_ROWS: usize = 3;
+    /// Rows per pass of the AVX2 kernels: two sums per row and a block's four vectors in
+    /// sixteen registers.
+    const AVX2_ROWS: usize = 4;
 
     /// [`passes!`] with at most [`AVX2_ROWS`] rows per pass.
     macro_rules! passes_avx2 {
@@ -1048,6 +1058,7 @@ mod x86 {
                 match $m - r0 {
                     1 => $pass::<1>($dec, xs, $m, r0, $k, $j0, $part),
                     2 => $pass::<2>($dec, xs, $m, r0, $k, $j0, $part),
+                    3 => $pass::<3>($dec, xs, $m, r0, $k, $j0, $part),
                     _ => $pass::<AVX2_ROWS>($dec, xs, $m, r0, $k, $j0, $part),
                 }
                 r0 += AVX2_ROWS;
@@ -1098,36 +1109,21 @@ mod x86 {
         j0: usize,
         part: &mut [f32],
     ) {
-        let nb = k / 32;
         check(dec.quants.len(), 16, k, j0, part.len() / m, x.len(), R);
         check(dec.scales.len() * 16, 16, k, j0, part.len() / m, x.len(), R);
         let mask = _mm_set1_epi8(0x0F);
-        let xp = x.as_ptr();
-        for (jj, out) in part.chunks_exact_mut(m).enumerate() {
-            let row = (j0 + jj) * nb;
-            // Values 0..16 and 16..32 of each block into separate sums (two dependency chains
-            // per row, which a single row needs to keep the FMA units busy).
-            let mut acc = [[_mm512_setzero_ps(); 2]; R];
-            for b in 0..nb {
-                let qb = _mm_loadu_si128(dec.quants.as_ptr().add((row + b) * 16) as *const __m128i);
-                let d = _mm512_set1_ps(*dec.scales.get_unchecked(row + b));
-                let mn = _mm512_set1_ps(*dec.mins.get_unchecked(row + b));
-                let lo = _mm512_cvtepu8_epi32(_mm_and_si128(qb, mask));
-                let hi = _mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(qb, 4), mask));
-                let w0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), d, mn);
-                let w1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), d, mn);
-                for (i, a) in acc.iter_mut().enumerate() {
-                    let p = xp.add(i * k + b * 32);
-                    a[0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(p), a[0]);
-                    a[1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(p.add(16)), a[1]);
-                }
-            }
-            for (i, a) in acc.iter().enumerate() {
-                let mut lanes = [0f32; 16];
-                _mm512_storeu_ps(lanes.as_mut_ptr(), _mm512_add_ps(a[0], a[1]));
-                out[r0 + i] = sum16(&lanes);
-            }
-        }
+        let block = |at: usize| {
+            let qb = _mm_loadu_si128(dec.quants.as_ptr().add(at * 16) as *const __m128i);
+            let d = _mm512_set1_ps(*dec.scales.get_unchecked(at));
+            let mn = _mm512_set1_ps(*dec.mins.get_unchecked(at));
+            let lo = _mm512_cvtepu8_epi32(_mm_and_si128(qb, mask));
+            let hi = _mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(qb, 4), mask));
+            (
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), d, mn),
+                _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), d, mn),
+            )
+        };
+        rows_avx512::<R>(block, x, m, r0, k, j0, part)
     }
 
     #[target_feature(enable = "avx512f,fma")]
@@ -1153,34 +1149,92 @@ mod x86 {
         j0: usize,
         part: &mut [f32],
     ) {
-        let nb = k / 32;
         check(dec.quants.len(), 32, k, j0, part.len() / m, x.len(), R);
         check(dec.scales.len() * 32, 32, k, j0, part.len() / m, x.len(), R);
+        let block = |at: usize| {
+            let qp = dec.quants.as_ptr().add(at * 32) as *const __m128i;
+            let d = _mm512_set1_ps(*dec.scales.get_unchecked(at));
+            let q0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(qp));
+            let q1 = _mm512_cvtepi8_epi32(_mm_loadu_si128(qp.add(1)));
+            (
+                _mm512_mul_ps(_mm512_cvtepi32_ps(q0), d),
+                _mm512_mul_ps(_mm512_cvtepi32_ps(q1), d),
+            )
+        };
+        rows_avx512::<R>(block, x, m, r0, k, j0, part)
+    }
+
+    /// Activation rows `r0..r0 + R` against the task's weight rows. `block(i)` is block `i`
+    /// widened: values 0..16 and 16..32. One sixteen-lane sum per (row, weight row): `w[l] x[l]`,
+    /// then `w[16 + l] x[16 + l]`, block after block. Weight rows go two at a time (each
+    /// activation load feeds two FMAs); a last odd one alone, with the same operations.
+    #[target_feature(enable = "avx512f,fma")]
+    #[inline]
+    unsafe fn rows_avx512<const R: usize>(
+        block: impl Fn(usize) -> (__m512, __m512),
+        x: &[f32],
+        m: usize,
+        r0: usize,
+        k: usize,
+        j0: usize,
+        part: &mut [f32],
+    ) {
+        let at = Rows { x, m, r0, k, j0 };
+        let jj = group_avx512::<R, 2>(&block, &at, 0, part);
+        group_avx512::<R, 1>(&block, &at, jj, part);
+    }
+
+    /// Where a pass reads and writes.
+    struct Rows<'a> {
+        x: &'a [f32],
+        m: usize,
+        r0: usize,
+        k: usize,
+        j0: usize,
+    }
+
+    /// The task's weight rows from `jj` on, `W` at a time while `W` remain; returns the first
+    /// weight row left.
+    #[target_feature(enable = "avx512f,fma")]
+    #[inline]
+    unsafe fn group_avx512<const R: usize, const W: usize>(
+        block: &impl Fn(usize) -> (__m512, __m512),
+        at: &Rows,
+        mut jj: usize,
+        part: &mut [f32],
+    ) -> usize {
+        let Rows { x, m, r0, k, j0 } = *at;
+        let nb = k / 32;
+        let rows = part.len() / m;
         let xp = x.as_ptr();
-        for (jj, out) in part.chunks_exact_mut(m).enumerate() {
-            let row = (j0 + jj) * nb;
-            // Values 0..16 and 16..32 of each block into separate sums (two dependency chains
-            // per row, which a single row needs to keep the FMA units busy).
-            let mut acc = [[_mm512_setzero_ps(); 2]; R];
+        while jj + W <= rows {
+            let mut acc = [[_mm512_setzero_ps(); W]; R];
             for b in 0..nb {
-                let qp = dec.quants.as_ptr().add((row + b) * 32) as *const __m128i;
-                let d = _mm512_set1_ps(*dec.scales.get_unchecked(row + b));
-                let q0 = _mm512_cvtepi8_epi32(_mm_loadu_si128(qp));
-                let q1 = _mm512_cvtepi8_epi32(_mm_loadu_si128(qp.add(1)));
-                let w0 = _mm512_mul_ps(_mm512_cvtepi32_ps(q0), d);
-                let w1 = _mm512_mul_ps(_mm512_cvtepi32_ps(q1), d);
-                for (i, a) in acc.iter_mut().enumerate() {
+                let mut w = [(_mm512_setzero_ps(), _mm512_setzero_ps()); W];
+                for (g, w) in w.iter_mut().enumerate() {
+                    *w = block((j0 + jj + g) * nb + b);
+                }
+                for (i, acc) in acc.iter_mut().enumerate() {
                     let p = xp.add(i * k + b * 32);
-                    a[0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(p), a[0]);
-                    a[1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(p.add(16)), a[1]);
+                    let (x0, x1) = (_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16)));
+                    for (a, w) in acc.iter_mut().zip(&w) {
+                        *a = _mm512_fmadd_ps(w.0, x0, *a);
+                    }
+                    for (a, w) in acc.iter_mut().zip(&w) {
+                        *a = _mm512_fmadd_ps(w.1, x1, *a);
+                    }
                 }
             }
-            for (i, a) in acc.iter().enumerate() {
-                let mut lanes = [0f32; 16];
-                _mm512_storeu_ps(lanes.as_mut_ptr(), _mm512_add_ps(a[0], a[1]));
-                out[r0 + i] = sum16(&lanes);
+            for (i, acc) in acc.iter().enumerate() {
+                for (g, a) in acc.iter().enumerate() {
+                    let mut lanes = [0f32; 16];
+                    _mm512_storeu_ps(lanes.as_mut_ptr(), *a);
+                    part[(jj + g) * m + r0 + i] = sum16(&lanes);
+                }
             }
+            jj += W;
         }
+        jj
     }
 
     #[target_feature(enable = "avx2,fma")]
@@ -1216,9 +1270,9 @@ mod x86 {
         };
         for (jj, out) in part.chunks_exact_mut(m).enumerate() {
             let row = (j0 + jj) * nb;
-            // Values 0..8, 8..16, 16..24 and 24..32 of each block into separate sums: the
-            // AVX-512 kernel's two sixteen-lane sums, in halves.
-            let mut acc = [[_mm256_setzero_ps(); 4]; R];
+            // The AVX-512 kernel's sixteen-lane sum in two halves: lanes 0..8 take values 0..8
+            // then 16..24 of each block, lanes 8..16 values 8..16 then 24..32.
+            let mut acc = [[_mm256_setzero_ps(); 2]; R];
             for b in 0..nb {
                 let qb = _mm_loadu_si128(dec.quants.as_ptr().add((row + b) * 16) as *const __m128i);
                 let d = _mm256_set1_ps(*dec.scales.get_unchecked(row + b));
@@ -1233,15 +1287,16 @@ mod x86 {
                 ];
                 for (i, a) in acc.iter_mut().enumerate() {
                     let p = xp.add(i * k + b * 32);
-                    for (c, (a, w)) in a.iter_mut().zip(&w).enumerate() {
-                        *a = _mm256_fmadd_ps(*w, _mm256_loadu_ps(p.add(8 * c)), *a);
-                    }
+                    a[0] = _mm256_fmadd_ps(w[0], _mm256_loadu_ps(p), a[0]);
+                    a[1] = _mm256_fmadd_ps(w[1], _mm256_loadu_ps(p.add(8)), a[1]);
+                    a[0] = _mm256_fmadd_ps(w[2], _mm256_loadu_ps(p.add(16)), a[0]);
+                    a[1] = _mm256_fmadd_ps(w[3], _mm256_loadu_ps(p.add(24)), a[1]);
                 }
             }
             for (i, a) in acc.iter().enumerate() {
                 let mut lanes = [0f32; 16];
-                _mm256_storeu_ps(lanes.as_mut_ptr(), _mm256_add_ps(a[0], a[2]));
-                _mm256_storeu_ps(lanes.as_mut_ptr().add(8), _mm256_add_ps(a[1], a[3]));
+                _mm256_storeu_ps(lanes.as_mut_ptr(), a[0]);
+                _mm256_storeu_ps(lanes.as_mut_ptr().add(8), a[1]);
                 out[r0 + i] = sum16(&lanes);
             }
         }
@@ -1276,7 +1331,7 @@ mod x86 {
         let xp = x.as_ptr();
         for (jj, out) in part.chunks_exact_mut(m).enumerate() {
             let row = (j0 + jj) * nb;
-            let mut acc = [[_mm256_setzero_ps(); 4]; R];
+            let mut acc = [[_mm256_setzero_ps(); 2]; R];
             for b in 0..nb {
                 let qp = dec.quants.as_ptr().add((row + b) * 32);
                 let d = _mm256_set1_ps(*dec.scales.get_unchecked(row + b));
@@ -1286,15 +1341,16 @@ mod x86 {
                 });
                 for (i, a) in acc.iter_mut().enumerate() {
                     let p = xp.add(i * k + b * 32);
-                    for (c, (a, w)) in a.iter_mut().zip(&w).enumerate() {
-                        *a = _mm256_fmadd_ps(*w, _mm256_loadu_ps(p.add(8 * c)), *a);
-                    }
+                    a[0] = _mm256_fmadd_ps(w[0], _mm256_loadu_ps(p), a[0]);
+                    a[1] = _mm256_fmadd_ps(w[1], _mm256_loadu_ps(p.add(8)), a[1]);
+                    a[0] = _mm256_fmadd_ps(w[2], _mm256_loadu_ps(p.add(16)), a[0]);
+                    a[1] = _mm256_fmadd_ps(w[3], _mm256_loadu_ps(p.add(24)), a[1]);
                 }
             }
             for (i, a) in acc.iter().enumerate() {
                 let mut lanes = [0f32; 16];
-                _mm256_storeu_ps(lanes.as_mut_ptr(), _mm256_add_ps(a[0], a[2]));
-                _mm256_storeu_ps(lanes.as_mut_ptr().add(8), _mm256_add_ps(a[1], a[3]));
+                _mm256_storeu_ps(lanes.as_mut_ptr(), a[0]);
+                _mm256_storeu_ps(lanes.as_mut_ptr().add(8), a[1]);
                 out[r0 + i] = sum16(&lanes);
             }
         }

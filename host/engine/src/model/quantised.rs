@@ -1,16 +1,19 @@
 //! Matmuls over weights kept in GGUF's quantised blocks, for serving and judging.
 //!
 //! A decode step reads every weight once; with the weights dequantised to f32 that is about
-//! 540 MB per step for SmolLM2-135M, against about 85 MB in its 4-bit blocks. Here a weight
-//! matrix stays in its blocks and each block is dequantised in registers, once per pass, for up
-//! to eight rows of activations at a time.
+//! 540 MB per step for SmolLM2-135M, against 112 MB in its 4-bit blocks as kept here (85 MB in
+//! the file: scales and minimums are widened to f32 at load). Here a weight matrix stays in its
+//! blocks and each block is widened to f32 in registers, once per pass, for up to eight rows of
+//! activations at a time ([`QuantMatrix::matmul`], decode steps); prefill and scoring widen a
+//! column panel at a time into a small buffer for the register-blocked f32 kernel
+//! ([`QuantMatrix::matmul_many`]).
 //!
 //! Written by hand because no Rust crate computes with ggml's block formats (candle has them on
 //! its own tensor type only). Q4_0, Q4_1 and Q8_0 are repacked at load into nibbles or bytes plus
 //! f32 scales, so the kernel never converts an f16; every other type the GGUF loader reads
 //! (Q5_0, Q5_1 and the K-quants) keeps the file's bytes and is decoded a block at a time by the
 //! loader's own decoders. The kernels are compiled for AVX-512 and for AVX2 + FMA and picked at
-//! run time (the binary targets the baseline x86-64).
+//! run time (the binary targets the baseline x86-64; [`simd`]).
 //!
 //! Each output is summed over its row's blocks in the same order whatever the number of rows in
 //! the call, so a sequence's logits do not depend on how many others share its decode step.

@@ -90,6 +90,9 @@ impl QuantMatrix {
             bail!("{ty} weights cannot be kept quantised (not a quantised type this loader reads)");
         };
         let (block, block_bytes) = ty.block_layout().expect("a decodable type has a layout");
+        if cols == 0 || rows == 0 {
+            bail!("a {ty} matrix of [{rows}, {cols}] has no values");
+        }
         if !cols.is_multiple_of(block) {
             bail!("a {ty} matrix needs rows of whole {block}-value blocks, got {cols} columns");
         }
@@ -984,7 +987,8 @@ pub(crate) mod tests {
                 q.matmul_many(&x, m),
                 "outside a decode step: the panels"
             );
-            let inside = super::super::small_matmul::decode_scope(|| q.forward(xt));
+            // SAFETY: a matmul, which leaves nothing on the worker.
+            let inside = unsafe { super::super::small_matmul::decode_scope(|| q.forward(xt)) };
             let inside = inside.into_data().to_vec::<f32>().unwrap();
             assert_close(&inside, &want, &format!("m {m} in a decode step"));
             if m <= MAX_KERNEL_ROWS {
@@ -1009,6 +1013,10 @@ pub(crate) mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("whole 32-value blocks"), "{e}");
+        let e = QuantMatrix::from_gguf(GgmlType::Q8_0, 2, 0, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("has no values"), "{e}");
         let e = QuantMatrix::from_gguf(GgmlType::Q8_0, 2, 32, &[0; 60])
             .unwrap_err()
             .to_string();
@@ -1114,6 +1122,7 @@ mod x86 {
     ) {
         check(dec.quants.len(), 16, k, j0, part.len() / m, x.len(), R);
         check(dec.scales.len() * 16, 16, k, j0, part.len() / m, x.len(), R);
+        check(dec.mins.len() * 16, 16, k, j0, part.len() / m, x.len(), R);
         let mask = _mm_set1_epi8(0x0F);
         let block = |at: usize| {
             let qb = _mm_loadu_si128(dec.quants.as_ptr().add(at * 16) as *const __m128i);
@@ -1266,6 +1275,7 @@ mod x86 {
         let nb = k / 32;
         check(dec.quants.len(), 16, k, j0, part.len() / m, x.len(), R);
         check(dec.scales.len() * 16, 16, k, j0, part.len() / m, x.len(), R);
+        check(dec.mins.len() * 16, 16, k, j0, part.len() / m, x.len(), R);
         let mask = _mm_set1_epi8(0x0F);
         let xp = x.as_ptr();
         let widen = |v: __m128i, d: __m256, mn: __m256| {

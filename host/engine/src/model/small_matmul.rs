@@ -33,7 +33,14 @@ thread_local! {
 /// started from outside the pool wakes a worker and puts the caller to sleep every time, which
 /// cost more than the matmuls themselves. Started from a worker, the loops split with a plain
 /// work-stealing join.
-pub fn decode_scope<T>(f: impl FnOnce() -> T) -> T {
+///
+/// # Safety
+///
+/// `f` runs on another thread while the caller waits, though neither `f` nor `T` need be `Send`:
+/// `f` must leave nothing behind on that thread (no clone of an `Rc` or other thread-bound value
+/// stored in a thread-local, no guard dropped there) and must not rely on the caller's
+/// thread-locals. A model's forward pass (what the engine passes) meets this.
+pub unsafe fn decode_scope<T>(f: impl FnOnce() -> T) -> T {
     if rayon::current_thread_index().is_some() {
         return flagged(f);
     }
@@ -309,7 +316,9 @@ mod tests {
         let x = Tensor::<CpuBackend, 2>::from_data(TensorData::new(data(3 * k, 6), [3, k]), &dev);
         // Outside a decode step the general matmul runs.
         assert!(try_matmul(&x, &w).is_none());
-        let fast = decode_scope(|| try_matmul(&x, &w)).expect("3 rows on the CPU backend");
+        // SAFETY (all calls here): a matmul, which leaves nothing on the worker.
+        let fast =
+            unsafe { decode_scope(|| try_matmul(&x, &w)) }.expect("3 rows on the CPU backend");
         assert!(
             try_matmul(&x, &w).is_none(),
             "the scope ends with its closure"
@@ -322,17 +331,19 @@ mod tests {
         for (p, q) in a.iter().zip(&b) {
             assert!((p - q).abs() < 1e-4);
         }
-        decode_scope(|| {
-            let many = Tensor::<CpuBackend, 2>::zeros([MAX_DECODE_ROWS + 1, k], &dev);
-            assert!(try_matmul(&many, &w).is_none());
-            // A transposed (non-contiguous) weight is left to the general matmul.
-            let wt = Tensor::<CpuBackend, 2>::zeros([n, k], &dev).transpose();
-            assert!(try_matmul(&x, &wt).is_none());
-        });
+        unsafe {
+            decode_scope(|| {
+                let many = Tensor::<CpuBackend, 2>::zeros([MAX_DECODE_ROWS + 1, k], &dev);
+                assert!(try_matmul(&many, &w).is_none());
+                // A transposed (non-contiguous) weight is left to the general matmul.
+                let wt = Tensor::<CpuBackend, 2>::zeros([n, k], &dev).transpose();
+                assert!(try_matmul(&x, &wt).is_none());
+            });
+        }
         // Autodiff tensors (training) never take it.
         type Ad = burn::backend::Autodiff<CpuBackend>;
         let xa = Tensor::<Ad, 2>::from_data(TensorData::new(data(3 * k, 6), [3, k]), &dev);
         let wa = Tensor::<Ad, 2>::from_data(TensorData::new(data(k * n, 5), [k, n]), &dev);
-        assert!(decode_scope(|| try_matmul(&xa, &wa)).is_none());
+        assert!(unsafe { decode_scope(|| try_matmul(&xa, &wa)) }.is_none());
     }
 }

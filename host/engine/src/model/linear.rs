@@ -40,13 +40,23 @@ pub fn load_linear<B: Backend>(
         TensorData::new(transpose(&w, d_out, d_in), [d_in, d_out]),
         device,
     );
-    let bias = if bias {
-        let b = src.tensor(&format!("{prefix}.bias"), &[d_out])?;
-        Some(Param::from_data(TensorData::new(b, [d_out]), device))
-    } else {
-        None
-    };
+    let bias = load_bias(src, prefix, d_out, bias, device)?;
     Ok(Linear { weight, bias })
+}
+
+/// `{prefix}.bias` (`[d_out]`) when `bias`.
+fn load_bias<B: Backend>(
+    src: &mut dyn WeightSource,
+    prefix: &str,
+    d_out: usize,
+    bias: bool,
+    device: &B::Device,
+) -> Result<Option<Param<Tensor<B, 1>>>> {
+    if !bias {
+        return Ok(None);
+    }
+    let b = src.tensor(&format!("{prefix}.bias"), &[d_out])?;
+    Ok(Some(Param::from_data(TensorData::new(b, [d_out]), device)))
 }
 
 /// [`load_linear`], keeping the weight in its quantised blocks when `src` hands them out.
@@ -61,12 +71,7 @@ pub fn load_projection<B: Backend>(
     let Some(q) = src.blocks(&format!("{prefix}.weight"), &[d_out, d_in])? else {
         return Ok((load_linear(src, prefix, d_in, d_out, bias, device)?, None));
     };
-    let bias = if bias {
-        let b = src.tensor(&format!("{prefix}.bias"), &[d_out])?;
-        Some(Param::from_data(TensorData::new(b, [d_out]), device))
-    } else {
-        None
-    };
+    let bias = load_bias(src, prefix, d_out, bias, device)?;
     let weight = Param::from_tensor(Tensor::<B, 2>::empty([0, d_out], device));
     Ok((Linear { weight, bias }, Some(std::sync::Arc::new(q))))
 }

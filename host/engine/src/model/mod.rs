@@ -118,10 +118,12 @@ impl<B: Backend> Model<B> {
         })
     }
 
-    /// Whether any weight is held in quantised blocks ([`crate::GgufWeights::Blocks`]).
-    pub fn is_quantised(&self) -> bool {
-        self.lm_head_blocks.is_some()
-            || self.model.layers.iter().any(|l| {
+    /// Every projection's blocks slot: each layer's q, k, v, o, gate, up, down, then the head.
+    pub fn blocks(&self) -> impl Iterator<Item = &Blocks> {
+        self.model
+            .layers
+            .iter()
+            .flat_map(|l| {
                 let (a, m) = (&l.self_attn, &l.mlp);
                 [
                     &a.q_blocks,
@@ -132,9 +134,13 @@ impl<B: Backend> Model<B> {
                     &m.up_blocks,
                     &m.down_blocks,
                 ]
-                .iter()
-                .any(|b| b.is_some())
             })
+            .chain([&self.lm_head_blocks])
+    }
+
+    /// Whether any weight is held in quantised blocks ([`crate::GgufWeights::Blocks`]).
+    pub fn is_quantised(&self) -> bool {
+        self.blocks().any(|b| b.is_some())
     }
 
     /// The model with every quantised weight dequantised to f32 (what training, LoRA adapters

@@ -1272,47 +1272,27 @@ mod x86 {
         j0: usize,
         part: &mut [f32],
     ) {
-        let nb = k / 32;
         check(dec.quants.len(), 16, k, j0, part.len() / m, x.len(), R);
         check(dec.scales.len() * 16, 16, k, j0, part.len() / m, x.len(), R);
         check(dec.mins.len() * 16, 16, k, j0, part.len() / m, x.len(), R);
         let mask = _mm_set1_epi8(0x0F);
-        let xp = x.as_ptr();
         let widen = |v: __m128i, d: __m256, mn: __m256| {
             _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)), d, mn)
         };
-        for (jj, out) in part.chunks_exact_mut(m).enumerate() {
-            let row = (j0 + jj) * nb;
-            // The AVX-512 kernel's sixteen-lane sum in two halves: lanes 0..8 take values 0..8
-            // then 16..24 of each block, lanes 8..16 values 8..16 then 24..32.
-            let mut acc = [[_mm256_setzero_ps(); 2]; R];
-            for b in 0..nb {
-                let qb = _mm_loadu_si128(dec.quants.as_ptr().add((row + b) * 16) as *const __m128i);
-                let d = _mm256_set1_ps(*dec.scales.get_unchecked(row + b));
-                let mn = _mm256_set1_ps(*dec.mins.get_unchecked(row + b));
-                let lo = _mm_and_si128(qb, mask);
-                let hi = _mm_and_si128(_mm_srli_epi16(qb, 4), mask);
-                let w = [
-                    widen(lo, d, mn),
-                    widen(_mm_srli_si128(lo, 8), d, mn),
-                    widen(hi, d, mn),
-                    widen(_mm_srli_si128(hi, 8), d, mn),
-                ];
-                for (i, a) in acc.iter_mut().enumerate() {
-                    let p = xp.add(i * k + b * 32);
-                    a[0] = _mm256_fmadd_ps(w[0], _mm256_loadu_ps(p), a[0]);
-                    a[1] = _mm256_fmadd_ps(w[1], _mm256_loadu_ps(p.add(8)), a[1]);
-                    a[0] = _mm256_fmadd_ps(w[2], _mm256_loadu_ps(p.add(16)), a[0]);
-                    a[1] = _mm256_fmadd_ps(w[3], _mm256_loadu_ps(p.add(24)), a[1]);
-                }
-            }
-            for (i, a) in acc.iter().enumerate() {
-                let mut lanes = [0f32; 16];
-                _mm256_storeu_ps(lanes.as_mut_ptr(), a[0]);
-                _mm256_storeu_ps(lanes.as_mut_ptr().add(8), a[1]);
-                out[r0 + i] = sum16(&lanes);
-            }
-        }
+        let block = |at: usize| {
+            let qb = _mm_loadu_si128(dec.quants.as_ptr().add(at * 16) as *const __m128i);
+            let d = _mm256_set1_ps(*dec.scales.get_unchecked(at));
+            let mn = _mm256_set1_ps(*dec.mins.get_unchecked(at));
+            let lo = _mm_and_si128(qb, mask);
+            let hi = _mm_and_si128(_mm_srli_epi16(qb, 4), mask);
+            [
+                widen(lo, d, mn),
+                widen(_mm_srli_si128(lo, 8), d, mn),
+                widen(hi, d, mn),
+                widen(_mm_srli_si128(hi, 8), d, mn),
+            ]
+        };
+        rows_avx2::<R>(block, x, m, r0, k, j0, part)
     }
 
     #[target_feature(enable = "avx2,fma")]
@@ -1338,20 +1318,42 @@ mod x86 {
         j0: usize,
         part: &mut [f32],
     ) {
-        let nb = k / 32;
         check(dec.quants.len(), 32, k, j0, part.len() / m, x.len(), R);
         check(dec.scales.len() * 32, 32, k, j0, part.len() / m, x.len(), R);
+        let block = |at: usize| {
+            let qp = dec.quants.as_ptr().add(at * 32);
+            let d = _mm256_set1_ps(*dec.scales.get_unchecked(at));
+            let w: [__m256; 4] = std::array::from_fn(|c| {
+                let q = _mm_loadl_epi64(qp.add(8 * c) as *const __m128i);
+                _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d)
+            });
+            w
+        };
+        rows_avx2::<R>(block, x, m, r0, k, j0, part)
+    }
+
+    /// Activation rows `r0..r0 + R` against the task's weight rows, one weight row at a time.
+    /// `block(i)` is block `i` widened: values 0..8, 8..16, 16..24, 24..32. The AVX-512 kernel's
+    /// sixteen-lane sum in two halves: lanes 0..8 take values 0..8 then 16..24 of each block,
+    /// lanes 8..16 values 8..16 then 24..32.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn rows_avx2<const R: usize>(
+        block: impl Fn(usize) -> [__m256; 4],
+        x: &[f32],
+        m: usize,
+        r0: usize,
+        k: usize,
+        j0: usize,
+        part: &mut [f32],
+    ) {
+        let nb = k / 32;
         let xp = x.as_ptr();
         for (jj, out) in part.chunks_exact_mut(m).enumerate() {
             let row = (j0 + jj) * nb;
             let mut acc = [[_mm256_setzero_ps(); 2]; R];
             for b in 0..nb {
-                let qp = dec.quants.as_ptr().add((row + b) * 32);
-                let d = _mm256_set1_ps(*dec.scales.get_unchecked(row + b));
-                let w: [__m256; 4] = std::array::from_fn(|c| {
-                    let q = _mm_loadl_epi64(qp.add(8 * c) as *const __m128i);
-                    _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d)
-                });
+                let w = block(row + b);
                 for (i, a) in acc.iter_mut().enumerate() {
                     let p = xp.add(i * k + b * 32);
                     a[0] = _mm256_fmadd_ps(w[0], _mm256_loadu_ps(p), a[0]);

@@ -1395,22 +1395,7 @@ fn smollm2_in_blocks_matches_smollm2_dequantised_when_fetched() {
     let blocks: Model<CpuBackend> =
         super::load_gguf_model_with(&path, &dev, GgufWeights::Blocks).unwrap();
     let kept: usize = blocks
-        .model
-        .layers
-        .iter()
-        .flat_map(|l| {
-            let (a, m) = (&l.self_attn, &l.mlp);
-            [
-                &a.q_blocks,
-                &a.k_blocks,
-                &a.v_blocks,
-                &a.o_blocks,
-                &m.gate_blocks,
-                &m.up_blocks,
-                &m.down_blocks,
-            ]
-        })
-        .chain([&blocks.lm_head_blocks])
+        .blocks()
         .map(|b| {
             b.as_ref()
                 .expect("every projection is quantised in this file")

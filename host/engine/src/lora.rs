@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use crate::model::block::DecoderLayer;
-use crate::model::linear::LoraAdapter;
+use crate::model::linear::{Blocks, LoraAdapter};
 use crate::Model;
 use anyhow::{bail, Context, Result};
 use burn::module::Param;
@@ -125,7 +125,22 @@ struct Slot<'a, B: Backend> {
     /// `self_attn` or `mlp`.
     parent: &'static str,
     linear: &'a mut Linear<B>,
+    /// The weight's quantised blocks, when it is kept in them.
+    blocks: &'a Blocks,
     lora: &'a mut Option<LoraAdapter<B>>,
+}
+
+impl<B: Backend> Slot<'_, B> {
+    /// `[d_in, d_out]` of the projection (a weight in blocks has a placeholder `Linear`).
+    fn dims(&self) -> [usize; 2] {
+        match self.blocks {
+            Some(q) => {
+                let [d_out, d_in] = q.dims();
+                [d_in, d_out]
+            }
+            None => self.linear.weight.val().dims(),
+        }
+    }
 }
 
 fn slots<B: Backend>(layer: &mut DecoderLayer<B>) -> [Slot<'_, B>; 7] {
@@ -136,42 +151,49 @@ fn slots<B: Backend>(layer: &mut DecoderLayer<B>) -> [Slot<'_, B>; 7] {
             name: "q_proj",
             parent: "self_attn",
             linear: &mut a.q_proj,
+            blocks: &a.q_blocks,
             lora: &mut a.q_lora,
         },
         Slot {
             name: "k_proj",
             parent: "self_attn",
             linear: &mut a.k_proj,
+            blocks: &a.k_blocks,
             lora: &mut a.k_lora,
         },
         Slot {
             name: "v_proj",
             parent: "self_attn",
             linear: &mut a.v_proj,
+            blocks: &a.v_blocks,
             lora: &mut a.v_lora,
         },
         Slot {
             name: "o_proj",
             parent: "self_attn",
             linear: &mut a.o_proj,
+            blocks: &a.o_blocks,
             lora: &mut a.o_lora,
         },
         Slot {
             name: "gate_proj",
             parent: "mlp",
             linear: &mut m.gate_proj,
+            blocks: &m.gate_blocks,
             lora: &mut m.gate_lora,
         },
         Slot {
             name: "up_proj",
             parent: "mlp",
             linear: &mut m.up_proj,
+            blocks: &m.up_blocks,
             lora: &mut m.up_lora,
         },
         Slot {
             name: "down_proj",
             parent: "mlp",
             linear: &mut m.down_proj,
+            blocks: &m.down_blocks,
             lora: &mut m.down_lora,
         },
     ]
@@ -226,13 +248,14 @@ pub fn has_adapters<B: Backend>(model: &Model<B>) -> bool {
 
 /// Freezes every weight of `model` and puts a fresh adapter on each targeted projection. The
 /// adapters' initial values depend only on `seed` and the projection's name. Weights held in
-/// quantised blocks are dequantised first: adapters train over f32 base weights.
+/// quantised blocks stay in them (QLoRA): the adapters train over the frozen blocks, which
+/// backends without the block kernels (autodiff, CUDA) dequantise in each forward pass, so the
+/// trainer, serving and a reference share one copy of the base.
 pub fn attach<B: Backend>(model: Model<B>, cfg: &LoraConfig, seed: u64) -> Result<Model<B>> {
     cfg.validate()?;
     if has_adapters(&model) {
         bail!("the model already carries LoRA adapters");
     }
-    let model = model.dequantised();
     let device = model.device();
     let mut model = model.no_grad();
     let r = cfg.rank;
@@ -241,7 +264,7 @@ pub fn attach<B: Backend>(model: Model<B>, cfg: &LoraConfig, seed: u64) -> Resul
             if !cfg.targets(slot.name) {
                 continue;
             }
-            let [d_in, d_out] = slot.linear.weight.val().dims();
+            let [d_in, d_out] = slot.dims();
             let bound = 1.0 / (d_in as f64).sqrt();
             let mut rng = Rng::new(seed ^ name_hash(&peft_prefix(i, slot.parent, slot.name)));
             let a: Vec<f32> = (0..d_in * r)
@@ -391,13 +414,13 @@ pub fn read_adapter_config(dir: &Path) -> Result<LoraConfig> {
 }
 
 /// Freezes `model` and attaches the adapters saved in `dir` (trainable, as after
-/// [`attach`]). Returns the model and the adapter settings.
+/// [`attach`]; weights in quantised blocks stay in them). Returns the model and the adapter
+/// settings.
 pub fn load_adapters<B: Backend>(model: Model<B>, dir: &Path) -> Result<(Model<B>, LoraConfig)> {
     let cfg = read_adapter_config(dir)?;
     if has_adapters(&model) {
         bail!("the model already carries LoRA adapters");
     }
-    let model = model.dequantised();
     let file = dir.join(ADAPTER_FILE);
     let (mut tensors, _) = read_f32(&file)?;
     let device = model.device();
@@ -408,7 +431,7 @@ pub fn load_adapters<B: Backend>(model: Model<B>, dir: &Path) -> Result<(Model<B
             if !cfg.targets(slot.name) {
                 continue;
             }
-            let [d_in, d_out] = slot.linear.weight.val().dims();
+            let [d_in, d_out] = slot.dims();
             let prefix = peft_prefix(i, slot.parent, slot.name);
             let mut take = |suffix: &str, shape: [usize; 2]| -> Result<Vec<f32>> {
                 let name = format!("{prefix}.{suffix}");

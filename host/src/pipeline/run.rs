@@ -356,9 +356,15 @@ where
             || plugins.plugin_for(PluginKind::Rollout).is_some()
             || plugins.plugin_for(PluginKind::Generate).is_some();
         let collect_tx = (!made).then_some(collect_tx);
-        let files = ModelFiles::<B>::load(&serve_path, &load_options(cfg), &placement.serve)?;
+        let mut files = ModelFiles::<B>::load(&serve_path, &load_options(cfg), &placement.serve)?;
         // A fresh run serves the starting model, which is also the frozen teacher: one copy of
-        // its weights for both.
+        // its weights for both, and for the trainer too when LoRA trains over quantised blocks
+        // on the same device (publications then add only adapters to that base).
+        if resumed.is_none() && placement.serve == placement.train {
+            if let Some(base) = session.quantised_base() {
+                files.model = base;
+            }
+        }
         let starting = resumed.is_none().then(|| files.clone());
         let serving = Serving::build(cfg, files, version, collect_tx, metrics.clone())?;
         let engine = serving.engine.clone();

@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use burn::backend::Autodiff;
 use burn::prelude::Backend;
 use burn::tensor::backend::AutodiffBackend;
-use openclaw_engine::{score, ScoreOptions, ScoreRequest};
+use openclaw_engine::{score, GgufWeights, ScoreOptions, ScoreRequest};
 use openclaw_plugin_api::TrainingSample;
 use openclaw_train::{resolve_checkpoint, ExtraFile, StepReport, TrainConfig, TrainLog, Trainer};
 use std::path::{Path, PathBuf};
@@ -147,14 +147,20 @@ impl<B: Backend> TrainSession<B> {
         let (mut trainer, resumed_from, run_state) = if fresh {
             let source = source.as_ref().expect("a fresh start has its model");
             // Through the one loader: a LoRA checkpoint given as the model starts merged, as
-            // serving and the teacher see it.
-            let model = openclaw_models::load::load_weights::<Autodiff<B>>(source, device)
-                .with_context(|| {
-                    format!(
-                        "cannot load the model to train from {}",
-                        source.path().display()
-                    )
-                })?;
+            // serving and the teacher see it. LoRA trains over a GGUF file's blocks (QLoRA).
+            let gguf = if config.lora.is_some() {
+                GgufWeights::Blocks
+            } else {
+                GgufWeights::F32
+            };
+            let model =
+                openclaw_models::load::load_weights_with::<Autodiff<B>>(source, device, gguf)
+                    .with_context(|| {
+                        format!(
+                            "cannot load the model to train from {}",
+                            source.path().display()
+                        )
+                    })?;
             (Trainer::<Autodiff<B>>::new(model, config)?, None, None)
         } else {
             if opts.resume == "latest" && opts.save_dir.is_none() {
@@ -257,6 +263,15 @@ impl<B: Backend> TrainSession<B> {
     /// Saves a checkpoint now (unless this step is saved already).
     pub fn save(&mut self, run_state: Option<&[u8]>) -> Result<Option<PathBuf>> {
         self.checkpoints.save(&self.trainer, run_state)
+    }
+
+    /// The trainer's frozen base without its adapters, on the inference backend, when LoRA
+    /// trains over quantised blocks: serving a fresh run's starting model from it keeps one copy
+    /// of the base for the trainer, serving and the frozen teacher.
+    pub fn quantised_base(&self) -> Option<openclaw_engine::Model<B>> {
+        let m = self.trainer.model();
+        m.is_quantised()
+            .then(|| openclaw_engine::lora::stripped(&burn::module::AutodiffModule::valid(m)))
     }
 
     /// The model directory the session started from.

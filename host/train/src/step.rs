@@ -107,8 +107,9 @@ pub struct Trainer<B: AutodiffBackend> {
 
 impl<B: AutodiffBackend> Trainer<B> {
     /// A trainer for `model`. With LoRA configured, the model's weights are frozen and fresh
-    /// adapters attached; with `use_reference` (and no LoRA), a frozen copy of `model` becomes
-    /// the reference.
+    /// adapters attached (weights in quantised blocks stay in them, QLoRA); without it, weights
+    /// in blocks are dequantised to be trained; with `use_reference` (and no LoRA), a frozen
+    /// copy of `model` becomes the reference.
     pub fn new(model: Model<B>, config: TrainConfig) -> Result<Self> {
         config.validate()?;
         if model.score.is_some() {
@@ -116,7 +117,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         }
         let model = match &config.lora {
             Some(l) => lora::attach(model, l, config.seed)?,
-            None => model,
+            None => model.dequantised(),
         };
         let reference = (config.use_reference && config.lora.is_none()).then(|| model.valid());
         Ok(Trainer {
@@ -179,10 +180,12 @@ impl<B: AutodiffBackend> Trainer<B> {
         self.config.schedule.lr(self.state.step)
     }
 
-    /// The weights to serve: inference-backend copy, adapters merged.
+    /// The weights to serve on the inference backend: adapters merged into f32 weights, or,
+    /// over a base in quantised blocks, kept beside it, so what a publication adds to the
+    /// shared base is the adapters alone.
     pub fn inference_model(&self) -> Model<B::InnerBackend> {
         let m = self.model().valid();
-        if lora::has_adapters(&m) {
+        if lora::has_adapters(&m) && !m.is_quantised() {
             lora::merged(&m)
         } else {
             m

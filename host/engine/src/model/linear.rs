@@ -148,19 +148,21 @@ pub fn linear_forward<B: Backend, const D: usize>(
     let rows: usize = dims[..D - 1].iter().product();
     let w = layer.weight.val();
     let d_out = w.dims()[1];
-    let x = x.reshape([rows, d_in]);
-    let mut y = match super::small_matmul::try_matmul(&x, &w)
-        .or_else(|| super::prefill_matmul::try_matmul(&x, &w))
-    {
-        Some(y) => y,
-        None => x.matmul(w),
-    };
+    let mut y = matmul(x.reshape([rows, d_in]), w);
     if let Some(b) = &layer.bias {
         y = y + b.val().unsqueeze::<2>();
     }
     let mut out = dims;
     out[D - 1] = d_out;
     y.reshape(out)
+}
+
+/// `x w` through the CPU kernels for few rows (decode) or many (prefill) when they apply, else
+/// burn's matmul (autodiff, CUDA).
+fn matmul<B: Backend>(x: Tensor<B, 2>, w: Tensor<B, 2>) -> Tensor<B, 2> {
+    super::small_matmul::try_matmul(&x, &w)
+        .or_else(|| super::prefill_matmul::try_matmul(&x, &w))
+        .unwrap_or_else(|| x.matmul(w))
 }
 
 /// Writes a linear layer under HF names (`[d_out, d_in]` weight, optional bias).
@@ -183,8 +185,9 @@ pub fn export_linear<B: Backend>(layer: &Linear<B>, prefix: &str, out: &mut Vec<
 }
 
 /// A LoRA adapter on a linear projection: the projection computes
-/// `x W + scale · dropout(x) A B`. Only training attaches adapters; serving uses weights with the
-/// adapter merged in, so inference never pays for it.
+/// `x W + scale · dropout(x) A B`. Training attaches adapters; serving gets them merged into
+/// f32 weights, or, over a base kept in quantised blocks, as they are (two rank-wide products
+/// per projection beside the block kernel).
 #[derive(Module, Debug)]
 pub struct LoraAdapter<B: Backend> {
     /// Down projection `[d_in, rank]` (PEFT's `lora_A.weight`, transposed).
@@ -215,8 +218,8 @@ pub fn adapted_forward<B: Backend, const D: usize>(
     let d_out = base.dims()[1];
     let x = burn::nn::Dropout { prob: lora.dropout }.forward(x);
     // Scaling the rank-wide activation is cheaper than scaling the output.
-    let low = x.matmul(lora.a.val()).mul_scalar(lora.scale);
+    let low = matmul(x, lora.a.val()).mul_scalar(lora.scale);
     let mut out = dims;
     out[D - 1] = d_out;
-    (base + low.matmul(lora.b.val())).reshape(out)
+    (base + matmul(low, lora.b.val())).reshape(out)
 }

@@ -444,11 +444,14 @@ impl QuantMatrix {
         if let Some(y) = fast {
             return y;
         }
+        // Row-major as decoded, used through a transposed view: a transposing copy of a
+        // whole weight each forward pass (training over blocks) costs more than the matmul's
+        // strided read.
         let w = Tensor::<B, 2>::from_data(
-            TensorData::new(self.dequantise_transposed(), [self.cols, self.rows]),
+            TensorData::new(self.dequantise(), [self.rows, self.cols]),
             &x.device(),
         );
-        x.matmul(w)
+        x.matmul(w.transpose())
     }
 }
 

@@ -1246,6 +1246,100 @@ fn quantised_weights_kept_in_blocks_give_the_dequantised_model_logits() {
 }
 
 #[test]
+fn lora_over_quantised_blocks_trains_and_serves_as_over_the_dequantised_weights() {
+    use crate::lora::{adapter_tensors, attach, has_adapters, merged, LoraConfig};
+    use crate::weights::GgufWeights;
+    use burn::module::{AutodiffModule, Param};
+    type A = burn::backend::Autodiff<CpuBackend>;
+    let bytes = tiny_quantised_llama_gguf();
+    let (file, _) = open_bytes(&bytes);
+    let dev = Default::default();
+    let cfg = LoraConfig {
+        rank: 4,
+        ..LoraConfig::default()
+    };
+    let ids = Tensor::<A, 2, Int>::from_data([[1, 5, 9, 2, 33, 7], [40, 3, 3, 17, 0, 47]], &dev);
+    let with_adapters = |w: GgufWeights| -> Model<A> {
+        let mut m = attach(
+            super::load_gguf_model_with::<A>(file.path(), &dev, w).unwrap(),
+            &cfg,
+            7,
+        )
+        .unwrap();
+        // Non-zero up-projections (fresh ones are zero), the same in both models.
+        for (i, layer) in m.model.layers.iter_mut().enumerate() {
+            for (j, lora) in [&mut layer.self_attn.q_lora, &mut layer.mlp.down_lora]
+                .into_iter()
+                .enumerate()
+            {
+                let l = lora.as_mut().unwrap();
+                let [r, n] = l.b.val().dims();
+                let data: Vec<f32> = (0..r * n)
+                    .map(|x| ((x * 7 + i * 3 + j) % 11) as f32 / 50.0 - 0.1)
+                    .collect();
+                l.b = Param::from_data(TensorData::new(data, [r, n]), &dev);
+            }
+        }
+        m
+    };
+    let over_blocks = with_adapters(GgufWeights::Blocks);
+    let over_f32 = with_adapters(GgufWeights::F32);
+    // The adapters sit on the blocks: nothing was dequantised into the model.
+    assert!(over_blocks.is_quantised() && has_adapters(&over_blocks));
+    assert!(!over_f32.is_quantised());
+
+    // Training: the same loss and the same adapter gradients.
+    let weights = |n: usize| (0..n).map(|i| ((i % 13) as f32 - 6.0) / 10.0).collect();
+    let loss_and_grads = |m: &Model<A>| {
+        let logits = m.forward(ids.clone()).unwrap();
+        let dims = logits.dims();
+        let w = Tensor::<A, 3>::from_data(
+            TensorData::new(weights(dims.iter().product()), dims),
+            &dev,
+        );
+        let loss = (logits * w).sum();
+        let value = to_f32_vec(loss.clone().inner())[0];
+        let grads = loss.backward();
+        let mut g = Vec::new();
+        for layer in &m.model.layers {
+            for lora in [&layer.self_attn.q_lora, &layer.mlp.down_lora] {
+                let l = lora.as_ref().unwrap();
+                g.extend(to_f32_vec(l.a.grad(&grads).unwrap()));
+                g.extend(to_f32_vec(l.b.grad(&grads).unwrap()));
+            }
+        }
+        (value, g)
+    };
+    let (lb, gb) = loss_and_grads(&over_blocks);
+    let (lf, gf) = loss_and_grads(&over_f32);
+    assert!((lb - lf).abs() <= 1e-5 * lf.abs().max(1.0), "loss {lb} vs {lf}");
+    let scale = gf.iter().fold(0f32, |m, v| m.max(v.abs()));
+    assert!(scale > 0.0);
+    for (i, (x, y)) in gb.iter().zip(&gf).enumerate() {
+        assert!((x - y).abs() <= 1e-4 * scale, "gradient {i}: {x} vs {y}");
+    }
+
+    // Serving: the blocks with the adapters beside them give the logits of the merged f32
+    // weights (what serving gets without blocks), and the adapters export alike.
+    let (served, merged_f32) = (over_blocks.valid(), merged(&over_f32.valid()));
+    assert!(served.is_quantised() && !has_adapters(&merged_f32));
+    let ids = Tensor::<CpuBackend, 2, Int>::from_data(ids.into_data(), &dev);
+    let want = to_f32_vec(merged_f32.forward(ids.clone()).unwrap());
+    let got = to_f32_vec(served.forward(ids).unwrap());
+    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs()));
+    for (i, (x, y)) in got.iter().zip(&want).enumerate() {
+        assert!((x - y).abs() <= 1e-5 * scale, "logit {i}: {x} vs {y}");
+    }
+    let names = |m: &Model<CpuBackend>| -> Vec<(String, Vec<f32>)> {
+        adapter_tensors(m)
+            .into_iter()
+            .map(|t| (t.name, t.data))
+            .collect()
+    };
+    assert_eq!(names(&served), names(&over_f32.valid()));
+}
+
+#[test]
 fn gguf_paths_resolve_and_other_architectures_are_named() {
     let (_, bytes) = tiny_llama_gguf("llama", true);
     let dir = tempfile::tempdir().unwrap();

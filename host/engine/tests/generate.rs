@@ -587,3 +587,55 @@ fn a_reused_prompt_prefix_generates_what_a_computed_one_does() {
         assert_eq!(cache.stats().hits, 1, "no reuse across weight versions");
     }
 }
+
+#[test]
+fn long_generations_outgrow_their_reserved_cache_and_keep_recomputed_logprobs() {
+    // Past the cache's reservation (positions are reserved at most MAX_RESERVE_AHEAD ahead),
+    // with rows of different prompt lengths (holes hidden by the key mask) and one row leaving
+    // early (its cache rows dropped): every recorded logprob still equals the one a scoring
+    // pass computes without a cache, and the autodiff backend, which keeps the cache as
+    // concatenated tensors, samples the same tokens.
+    use openclaw_engine::model::host_kv::MAX_RESERVE_AHEAD;
+    let mut config = tiny_config();
+    config.max_position_embeddings = 2048;
+    let model = openclaw_engine::random_model::<B>(config, 9, &device()).unwrap();
+    let model = scale_embeddings(model, 40.0);
+    let long = MAX_RESERVE_AHEAD + 150;
+    let reqs = |long: usize| {
+        prompts()
+            .into_iter()
+            .zip([long, long - 40, 30])
+            .map(|(p, max)| request(p, max, sampled(), 11))
+            .collect::<Vec<_>>()
+    };
+    let w = Arc::new(openclaw_engine::Versioned {
+        version: 1,
+        model: model.clone(),
+    });
+    let gens = generate(w.clone(), reqs(long), None).unwrap();
+    assert_eq!(gens[0].token_ids.len(), long);
+    for g in &gens {
+        let again = recompute(&w, g, sampled());
+        for (i, (a, b)) in again.iter().zip(&g.logprobs).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-4,
+                "token {i}: recorded {b}, recomputed {a}"
+            );
+        }
+    }
+    type A = burn::backend::Autodiff<B>;
+    let on_autodiff: openclaw_engine::Model<A> = burn::module::AutodiffModule::from_inner(model);
+    let wa = Arc::new(openclaw_engine::Versioned {
+        version: 1,
+        model: on_autodiff,
+    });
+    let short = 40;
+    let tensors_path = generate(wa, reqs(short), None).unwrap();
+    let host_path = generate(w, reqs(short), None).unwrap();
+    for (a, b) in tensors_path.iter().zip(&host_path) {
+        assert_eq!(a.token_ids, b.token_ids);
+        for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
+            assert!((x - y).abs() <= 1e-4, "{x} vs {y}");
+        }
+    }
+}

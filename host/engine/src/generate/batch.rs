@@ -226,23 +226,18 @@ impl<B: Backend> DecodeBatch<B> {
         };
         let layers = (0..n_layers)
             .map(|l| {
-                let side = |k: bool| {
-                    let rows: Vec<Tensor<B, 4>> = caches
-                        .iter()
-                        .map(|c| {
-                            let lc = &c.layers()[l];
-                            pad(if k { &lc.k } else { &lc.v }.as_ref().expect("prefilled"))
-                        })
-                        .collect();
-                    Some(Tensor::cat(rows, 0))
-                };
-                LayerCache {
-                    k: side(true),
-                    v: side(false),
-                }
+                let (ks, vs): (Vec<_>, Vec<_>) = caches
+                    .iter()
+                    .map(|c| {
+                        let (k, v) = c.layers()[l].tensors().expect("prefilled");
+                        (pad(&k), pad(&v))
+                    })
+                    .unzip();
+                LayerCache::from_tensors(Tensor::cat(ks, 0), Tensor::cat(vs, 0))
             })
             .collect();
         self.cache = KvCache::from_layers(layers, width);
+        self.cache.reserve(self.positions_to_reach(width));
         self.padded = width;
         self.logits = logits;
     }
@@ -272,6 +267,7 @@ impl<B: Backend> DecodeBatch<B> {
             rope: model.rope_from_zero(n, width, &self.device),
             key_mask: None,
         };
+        self.cache.reserve(self.positions_to_reach(width));
         let hidden = model.hidden(tokens, &ctx, Some(&mut self.cache));
         let d = hidden.dims()[2];
         let last: Vec<i64> = lens
@@ -283,6 +279,22 @@ impl<B: Backend> DecodeBatch<B> {
         let h = hidden.reshape([n * width, d]).select(0, idx);
         self.padded = width;
         self.logits = split_rows(to_f32_vec(model.lm_logits(h)), n);
+    }
+
+    /// Cache positions the batch reaches when its longest request runs to `max_tokens` (or
+    /// the context's end), after a prefill `width` wide.
+    fn positions_to_reach(&self, width: usize) -> usize {
+        let max_pos = self.weights.model.config.max_position_embeddings;
+        let longest = self
+            .rows
+            .iter()
+            .map(|&i| {
+                let r = &self.seqs[i].req;
+                r.max_tokens.min(max_pos.saturating_sub(r.prompt.len()))
+            })
+            .max()
+            .unwrap_or(0);
+        width + longest
     }
 
     /// The version of the weights every token of this batch comes from.

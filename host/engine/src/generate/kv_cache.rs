@@ -53,23 +53,15 @@ impl<B: Backend> KvCache<B> {
 
     /// Keeps only the given batch rows, in that order (sequences that finished are dropped).
     pub fn retain_rows(&mut self, rows: &[usize]) {
-        let Some(device) = self
-            .layers
-            .iter()
-            .find_map(|l| l.k.as_ref().map(|k| k.device()))
-        else {
-            return;
-        };
-        let idx = Tensor::<B, 1, Int>::from_data(
-            TensorData::new(
-                rows.iter().map(|&r| r as i64).collect::<Vec<_>>(),
-                [rows.len()],
-            ),
-            &device,
-        );
         for l in &mut self.layers {
-            l.k = l.k.take().map(|k| k.select(0, idx.clone()));
-            l.v = l.v.take().map(|v| v.select(0, idx.clone()));
+            l.retain_rows(rows);
+        }
+    }
+
+    /// Expects every layer to reach `positions` (see [`LayerCache::reserve`]).
+    pub fn reserve(&mut self, positions: usize) {
+        for l in &mut self.layers {
+            l.reserve(positions);
         }
     }
 }

@@ -137,10 +137,11 @@ impl<B: Backend> PrefixCache<B> {
             .iter()
             .map(|(k, v)| {
                 let [_, kvh, _, hd] = k.dims();
-                LayerCache {
-                    k: Some(k.clone().slice([0..1, 0..kvh, 0..len, 0..hd])),
-                    v: Some(v.clone().slice([0..1, 0..kvh, 0..len, 0..hd])),
-                }
+                let dv = v.dims()[3];
+                LayerCache::from_tensors(
+                    k.clone().slice([0..1, 0..kvh, 0..len, 0..hd]),
+                    v.clone().slice([0..1, 0..kvh, 0..len, 0..dv]),
+                )
             })
             .collect();
         Some(PrefixHit {
@@ -168,13 +169,11 @@ impl<B: Backend> PrefixCache<B> {
         let mut bytes = 0;
         let mut layers = Vec::with_capacity(cache.layers().len());
         for l in cache.layers() {
-            let (Some(k), Some(v)) = (&l.k, &l.v) else {
+            let Some((k, v)) = l.row_tensors(row, len) else {
                 return;
             };
             let [_, kvh, _, hd] = k.dims();
-            let k = k.clone().slice([row..row + 1, 0..kvh, 0..len, 0..hd]);
-            let v = v.clone().slice([row..row + 1, 0..kvh, 0..len, 0..hd]);
-            bytes += 2 * kvh * len * hd * std::mem::size_of::<f32>();
+            bytes += kvh * len * (hd + v.dims()[3]) * std::mem::size_of::<f32>();
             layers.push((k, v));
         }
         if bytes > self.opts.budget_bytes {
@@ -219,10 +218,7 @@ mod tests {
         let t = Tensor::<B, 1>::from_floats(data.as_slice(), &dev).reshape([1, 1, len, 1]);
         KvCache::from_layers(
             (0..layers)
-                .map(|_| LayerCache {
-                    k: Some(t.clone()),
-                    v: Some(t.clone()),
-                })
+                .map(|_| LayerCache::from_tensors(t.clone(), t.clone()))
                 .collect(),
             len,
         )
@@ -241,7 +237,7 @@ mod tests {
         let hit = pc.lookup(1, &b).expect("six tokens shared");
         assert_eq!(hit.len, 6);
         assert_eq!(hit.cache.len(), 6);
-        let k = hit.cache.layers()[1].k.clone().unwrap();
+        let (k, _) = hit.cache.layers()[1].tensors().unwrap();
         assert_eq!(k.dims(), [1, 1, 6, 1]);
         // The whole prompt is never taken: its last token must be computed for its logits.
         assert_eq!(pc.lookup(1, &a).unwrap().len, 9);

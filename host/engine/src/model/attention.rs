@@ -6,6 +6,8 @@ use burn::prelude::*;
 use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
 
+use super::flex::{readable_in_place, Rows};
+use super::host_kv::{decode_attention, HostKv, MAX_RESERVE_AHEAD};
 use super::linear::{adapted_forward, export_projection, load_projection, Blocks, LoraAdapter};
 use super::norm::{export_rms_norm, load_rms_norm, rms_norm_forward};
 use super::rope::RopeTables;
@@ -59,32 +61,238 @@ pub struct Attention<B: Backend> {
 /// `[batch, kv_heads, positions, head_dim]`.
 #[derive(Clone, Debug)]
 pub struct LayerCache<B: Backend> {
-    /// Cached keys (after RoPE).
-    pub k: Option<Tensor<B, 4>>,
-    /// Cached values.
-    pub v: Option<Tensor<B, 4>>,
+    store: Store<B>,
+    /// Positions the cache is expected to reach ([`LayerCache::reserve`]).
+    expected: usize,
+}
+
+#[derive(Clone, Debug)]
+enum Store<B: Backend> {
+    Empty,
+    /// Tensors of any backend, grown by concatenation (CUDA, autodiff, and snapshots taken in
+    /// until the next step on the CPU).
+    Tensors {
+        k: Tensor<B, 4>,
+        v: Tensor<B, 4>,
+    },
+    /// The CPU backend's buffers, written and read in place.
+    Host(HostKv),
 }
 
 impl<B: Backend> Default for LayerCache<B> {
     fn default() -> Self {
-        LayerCache { k: None, v: None }
+        LayerCache {
+            store: Store::Empty,
+            expected: 0,
+        }
     }
 }
 
+/// What [`LayerCache::attend`] did with a forward pass's queries.
+enum Attended<B: Backend> {
+    /// The attention's output, `[batch, queries, heads · head_dim]`, computed on the cache in
+    /// place.
+    Out(Tensor<B, 3>),
+    /// The new keys and values were cached; these are all of them, for the general attention.
+    KeysValues(Tensor<B, 4>, Tensor<B, 4>),
+}
+
 impl<B: Backend> LayerCache<B> {
-    /// Appends new keys/values along the position axis and returns the full cache.
-    fn append(&mut self, k: Tensor<B, 4>, v: Tensor<B, 4>) -> (Tensor<B, 4>, Tensor<B, 4>) {
-        let k = match self.k.take() {
-            Some(old) => super::flex::cat_positions(old, k),
-            None => k,
+    /// A cache holding `k` and `v` (`[batch, kv_heads, positions, head_dim]`).
+    pub fn from_tensors(k: Tensor<B, 4>, v: Tensor<B, 4>) -> Self {
+        LayerCache {
+            store: Store::Tensors { k, v },
+            expected: 0,
+        }
+    }
+
+    /// The cached keys and values as tensors (a copy when they are in host buffers).
+    pub fn tensors(&self) -> Option<(Tensor<B, 4>, Tensor<B, 4>)> {
+        match &self.store {
+            Store::Empty => None,
+            Store::Tensors { k, v } => Some((k.clone(), v.clone())),
+            Store::Host(kv) => self.host_tensors(kv, 0..kv.dims()[0], kv.len()),
+        }
+    }
+
+    /// Batch row `row`'s first `len` positions, `[1, kv_heads, len, head_dim]` each (a view of
+    /// tensors, a copy of host buffers).
+    pub fn row_tensors(&self, row: usize, len: usize) -> Option<(Tensor<B, 4>, Tensor<B, 4>)> {
+        match &self.store {
+            Store::Empty => None,
+            Store::Tensors { k, v } => {
+                let [_, kvh, _, hd] = k.dims();
+                let dv = v.dims()[3];
+                Some((
+                    k.clone().slice([row..row + 1, 0..kvh, 0..len, 0..hd]),
+                    v.clone().slice([row..row + 1, 0..kvh, 0..len, 0..dv]),
+                ))
+            }
+            Store::Host(kv) => self.host_tensors(kv, row..row + 1, len),
+        }
+    }
+
+    fn host_tensors(
+        &self,
+        kv: &HostKv,
+        rows: std::ops::Range<usize>,
+        len: usize,
+    ) -> Option<(Tensor<B, 4>, Tensor<B, 4>)> {
+        let [_, kvh, d, dv] = kv.dims();
+        let n = rows.len();
+        let (k, v) = kv.to_vecs(rows, len);
+        Some((
+            super::flex::from_vec(k, [n, kvh, len, d])?,
+            super::flex::from_vec(v, [n, kvh, len, dv])?,
+        ))
+    }
+
+    /// Expects the cache to reach `positions`: host buffers reserve room for them (up to
+    /// [`MAX_RESERVE_AHEAD`] beyond what is cached), so decode steps write in place.
+    pub fn reserve(&mut self, positions: usize) {
+        self.expected = positions;
+        if let Store::Host(kv) = &mut self.store {
+            kv.reserve(positions.min(kv.len() + MAX_RESERVE_AHEAD));
+        }
+    }
+
+    /// Keeps only the given batch rows, in that order.
+    pub fn retain_rows(&mut self, rows: &[usize]) {
+        match &mut self.store {
+            Store::Empty => {}
+            Store::Host(kv) => kv.retain_rows(rows),
+            Store::Tensors { k, v } => {
+                let idx = Tensor::<B, 1, Int>::from_data(
+                    TensorData::new(
+                        rows.iter().map(|&r| r as i64).collect::<Vec<_>>(),
+                        [rows.len()],
+                    ),
+                    &k.device(),
+                );
+                *k = k.clone().select(0, idx.clone());
+                *v = v.clone().select(0, idx);
+            }
+        }
+    }
+
+    /// Caches the new keys and values (`[batch, kv_heads, s, head_dim]`) and attends `q`
+    /// (`[batch, heads, s, head_dim]`) to the whole cache when that can be done in place: on
+    /// the CPU backend, a decode step (one query per row, any key mask) or a prefill without a
+    /// key mask. Otherwise hands back every key and value for the general attention.
+    fn attend(
+        &mut self,
+        q: &Tensor<B, 4>,
+        k: Tensor<B, 4>,
+        v: Tensor<B, 4>,
+        key_mask: Option<&Tensor<B, 4, Bool>>,
+    ) -> Attended<B> {
+        if !self.move_to_host(&k, &v) {
+            let (k, v) = match std::mem::replace(&mut self.store, Store::Empty) {
+                Store::Tensors { k: ok, v: ov } => (
+                    super::flex::cat_positions(ok, k),
+                    super::flex::cat_positions(ov, v),
+                ),
+                _ => (k, v),
+            };
+            self.store = Store::Tensors {
+                k: k.clone(),
+                v: v.clone(),
+            };
+            return Attended::KeysValues(k, v);
+        }
+        let Store::Host(kv) = &mut self.store else {
+            unreachable!("move_to_host leaves host buffers")
         };
-        let v = match self.v.take() {
-            Some(old) => super::flex::cat_positions(old, v),
-            None => v,
+        let [b, h, s, d] = q.dims();
+        let appended = super::flex::as_flex(k.clone())
+            .zip(super::flex::as_flex(v.clone()))
+            .and_then(|(kf, vf)| {
+                let (kf, vf) = (readable_in_place(kf), readable_in_place(vf));
+                let (kr, vr) = (Rows::of(&kf, d)?, Rows::of(&vf, kv.dims()[3])?);
+                kv.append(kr, vr, s);
+                Some(())
+            });
+        assert!(appended.is_some(), "checked by move_to_host");
+        let kv = &*kv;
+        let dv = kv.dims()[3];
+        let out = super::flex::as_flex(q.clone())
+            .map(readable_in_place)
+            .and_then(|qf| {
+                let qr = Rows::of(&qf, d)?;
+                if s == 1 {
+                    let hidden = key_mask
+                        .map(|m| m.to_data().to_vec::<bool>().expect("a key mask is boolean"));
+                    let out = decode_attention(qr, kv, h, hidden.as_deref());
+                    super::flex::from_vec(out, [b, 1, h * dv])
+                } else if key_mask.is_none() {
+                    let shape = super::causal_attention::Shape {
+                        heads: h,
+                        kv_heads: kv.dims()[1],
+                        queries: s,
+                        keys: kv.len(),
+                        dim: d,
+                        value_dim: dv,
+                    };
+                    let out = super::causal_attention::causal_attention(
+                        qr,
+                        kv.keys(),
+                        kv.values(),
+                        b,
+                        shape,
+                    );
+                    super::flex::from_vec(out, [b, s, h * dv])
+                } else {
+                    None
+                }
+            });
+        match out {
+            Some(out) => Attended::Out(out),
+            None => {
+                let (k, v) = self.tensors().expect("just appended");
+                Attended::KeysValues(k, v)
+            }
+        }
+    }
+
+    /// Moves the cache into host buffers when the new keys and values (and anything cached)
+    /// are burn-flex f32 tensors with readable rows; false when they are not (the cache stays
+    /// as it is).
+    fn move_to_host(&mut self, k: &Tensor<B, 4>, v: &Tensor<B, 4>) -> bool {
+        let readable = |t: &Tensor<B, 4>| {
+            super::flex::as_flex(t.clone())
+                .map(readable_in_place)
+                .is_some_and(|f| Rows::of(&f, t.dims()[3]).is_some())
         };
-        self.k = Some(k.clone());
-        self.v = Some(v.clone());
-        (k, v)
+        if !readable(k) || !readable(v) {
+            return false;
+        }
+        let [b, kvh, s, d] = k.dims();
+        let dv = v.dims()[3];
+        let room =
+            |cached: usize| (cached + s).max(self.expected.min(cached + s + MAX_RESERVE_AHEAD));
+        match &self.store {
+            Store::Host(_) => true,
+            Store::Empty => {
+                self.store = Store::Host(HostKv::new(b, kvh, d, dv, room(0)));
+                true
+            }
+            Store::Tensors { k: ok, v: ov } => {
+                let t = ok.dims()[2];
+                let mut kv = HostKv::new(b, kvh, d, dv, room(t));
+                let moved = super::flex::as_flex(ok.clone())
+                    .zip(super::flex::as_flex(ov.clone()))
+                    .and_then(|(kf, vf)| {
+                        let (kf, vf) = (readable_in_place(kf), readable_in_place(vf));
+                        kv.append(Rows::of(&kf, d)?, Rows::of(&vf, dv)?, t);
+                        Some(())
+                    });
+                if moved.is_none() {
+                    return false;
+                }
+                self.store = Store::Host(kv);
+                true
+            }
+        }
     }
 }
 
@@ -210,7 +418,12 @@ impl<B: Backend> Attention<B> {
         let k = ctx.rope.apply_k(k).swap_dims(1, 2);
         let v = super::flex::heads_major(v);
         let (k, v) = match cache {
-            Some(c) => c.append(k, v),
+            Some(c) => match c.attend(&q, k, v, ctx.key_mask.as_ref()) {
+                Attended::Out(out) => {
+                    return adapted_forward(&self.o_proj, &self.o_blocks, self.o_lora.as_ref(), out)
+                }
+                Attended::KeysValues(k, v) => (k, v),
+            },
             None => (k, v),
         };
 

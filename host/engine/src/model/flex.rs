@@ -106,6 +106,16 @@ impl<'a> Rows<'a> {
         })
     }
 
+    /// Rows `width` wide of `data` at `offset + b·strides[0] + h·strides[1] + i·strides[2]`.
+    pub fn new(data: &'a [f32], offset: usize, strides: [usize; 3], width: usize) -> Self {
+        Rows {
+            data,
+            offset,
+            strides,
+            width,
+        }
+    }
+
     /// Row `[b, h, i, ..]`.
     pub fn row(&self, b: usize, h: usize, i: usize) -> &'a [f32] {
         let o = self.offset + b * self.strides[0] + h * self.strides[1] + i * self.strides[2];

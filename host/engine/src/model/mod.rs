@@ -4,6 +4,7 @@ pub mod attention;
 pub mod block;
 pub mod causal_attention;
 pub mod flex;
+pub mod host_kv;
 pub mod linear;
 pub mod mlp;
 pub mod norm;

@@ -27,7 +27,8 @@ fn generate_answers_from_a_gguf_file() {
 }
 
 /// A run that starts from a GGUF file writes checkpoints that serve on their own: the
-/// tokenizer and chat template are written into them from the GGUF metadata.
+/// tokenizer and chat template are written into them from the GGUF metadata. Its LoRA trains
+/// over the file's quantised blocks, also after a resume.
 #[test]
 fn checkpoints_of_a_gguf_run_carry_its_tokenizer() {
     let Some(gguf) = smollm2() else { return };
@@ -39,19 +40,34 @@ fn checkpoints_of_a_gguf_run_carry_its_tokenizer() {
          "reward": 1.0, "trainable": true}]});
     std::fs::write(dir.join("rl.jsonl"), format!("{record}\n")).unwrap();
     let plugin = common::workspace().join("methods/binary-rl");
-    let o = common::host_command(dir)
-        .arg("train")
-        .arg("--model-path")
-        .arg(&gguf)
-        .arg("--plugin")
-        .arg(&plugin)
-        .args(["--data-path", "rl.jsonl", "--rollout-batch-size", "1"])
-        .args(["--use-lora", "--lora-rank", "4", "--lr", "1e-5"])
-        .args(["--save-dir", "ckpt", "--log-dir", "logs"])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let ckpt = dir.join("ckpt/checkpoint-1");
+    // LoRA trains over the file's quantised blocks, fresh and resumed (the checkpoint holds the
+    // base decoded to f32; the resumed trainer takes the blocks again).
+    let train = |extra: &[&str]| {
+        let o = common::host_command(dir)
+            .env("RUST_LOG", "info")
+            .arg("train")
+            .arg("--model-path")
+            .arg(&gguf)
+            .arg("--plugin")
+            .arg(&plugin)
+            .args(["--data-path", "rl.jsonl", "--rollout-batch-size", "1"])
+            .args(["--use-lora", "--lora-rank", "4", "--lr", "1e-5"])
+            .args(["--save-dir", "ckpt", "--log-dir", "logs"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "{err}");
+        assert!(
+            err.contains("LoRA trains over the quantised blocks"),
+            "{err}"
+        );
+        err
+    };
+    train(&[]);
+    let err = train(&["--resume-from-checkpoint", "latest", "--num-epochs", "2"]);
+    assert!(err.contains("resumed from"), "{err}");
+    let ckpt = dir.join("ckpt/checkpoint-2");
     for f in ["tokenizer.json", "tokenizer_config.json"] {
         assert!(
             ckpt.join(f).is_file(),

@@ -360,9 +360,15 @@ where
         // A fresh run serves the starting model, which is also the frozen teacher: one copy of
         // its weights for both, and for the trainer too when LoRA trains over quantised blocks
         // on the same device (publications then add only adapters to that base).
-        if resumed.is_none() && placement.serve == placement.train {
-            if let Some(base) = session.quantised_base() {
-                files.model = base;
+        // A resumed one serves the trainer's adapters beside that base.
+        if placement.serve == placement.train {
+            let shared = if resumed.is_none() {
+                session.quantised_base()
+            } else {
+                session.quantised_weights()
+            };
+            if let Some(model) = shared {
+                files.model = model;
             }
         }
         let starting = resumed.is_none().then(|| files.clone());

@@ -169,7 +169,21 @@ impl<B: Backend> TrainSession<B> {
             // `latest`, a save directory, `checkpoint-latest` or a whole checkpoint.
             let dir = resolve_checkpoint(&save_dir, &opts.resume)
                 .with_context(|| format!("--resume-from-checkpoint {}", opts.resume))?;
-            let t = Trainer::<Autodiff<B>>::resume(&dir, config, device)?;
+            // LoRA over a GGUF file resumes over its blocks (the checkpoint holds them decoded).
+            let base = match &source {
+                Some(s) if config.lora.is_some() && is_gguf(s.path()) => Some(
+                    openclaw_models::load::load_weights_with::<Autodiff<B>>(
+                        s,
+                        device,
+                        GgufWeights::Blocks,
+                    )
+                    .with_context(|| {
+                        format!("cannot load the base model {}", s.path().display())
+                    })?,
+                ),
+                _ => None,
+            };
+            let t = Trainer::<Autodiff<B>>::resume_over(&dir, config, device, base)?;
             let state = std::fs::read(dir.join(RUN_STATE_FILE)).ok();
             (t, Some(dir), state)
         };
@@ -185,6 +199,12 @@ impl<B: Backend> TrainSession<B> {
                     )
                 })?;
             trainer.set_reference(reference);
+        }
+        if trainer.model().is_quantised() {
+            tracing::info!(
+                "LoRA trains over the quantised blocks of {}: one copy of the base for training and serving",
+                opts.model_dir.display()
+            );
         }
         let log = TrainLog::open(&opts.log_dir)?;
         let log = if opts.quiet { log.quiet() } else { log };
@@ -274,8 +294,22 @@ impl<B: Backend> TrainSession<B> {
             .then(|| openclaw_engine::lora::stripped(&burn::module::AutodiffModule::valid(m)))
     }
 
+    /// The weights to serve (adapters beside the blocks) when LoRA trains over quantised
+    /// blocks: what a resumed run serves, sharing the trainer's base.
+    pub fn quantised_weights(&self) -> Option<openclaw_engine::Model<B>> {
+        self.trainer
+            .model()
+            .is_quantised()
+            .then(|| self.trainer.inference_model())
+    }
+
     /// The model directory the session started from.
     pub fn model_dir(&self) -> &Path {
         &self.opts.model_dir
     }
+}
+
+/// Whether `path` names a GGUF file (or a directory holding one).
+fn is_gguf(path: &Path) -> bool {
+    openclaw_engine::weights::gguf::gguf_path(path).is_ok_and(|p| p.is_some())
 }

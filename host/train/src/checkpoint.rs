@@ -196,6 +196,19 @@ impl<B: AutodiffBackend> Trainer<B> {
     /// checkpoint's. With `use_reference` and no LoRA, call [`Trainer::set_reference`] with the
     /// initial model before the next step.
     pub fn resume(checkpoint: &Path, config: TrainConfig, device: &B::Device) -> Result<Self> {
+        Self::resume_over(checkpoint, config, device, None)
+    }
+
+    /// [`Trainer::resume`], with the LoRA adapters put on `base` instead of the base weights the
+    /// checkpoint holds, when the checkpoint trained adapters over that same model (its
+    /// `base_model` is `config.base_model`): a run over a GGUF file's quantised blocks resumes
+    /// over them (the checkpoint holds them decoded to f32). Otherwise `base` is not used.
+    pub fn resume_over(
+        checkpoint: &Path,
+        config: TrainConfig,
+        device: &B::Device,
+        base: Option<openclaw_engine::Model<B>>,
+    ) -> Result<Self> {
         config.validate()?;
         if !is_complete(checkpoint) {
             bail!(
@@ -204,9 +217,16 @@ impl<B: AutodiffBackend> Trainer<B> {
             );
         }
         let saved = read_saved_state(checkpoint)?;
-        let base = openclaw_engine::load_model::<B>(checkpoint, device)
-            .with_context(|| format!("cannot load the weights of {}", checkpoint.display()))?;
         let has_adapters = checkpoint.join(lora::ADAPTER_CONFIG).is_file();
+        let same_base = has_adapters
+            && config.lora.is_some()
+            && !config.base_model.is_empty()
+            && saved.config.base_model == config.base_model;
+        let base = match base.filter(|_| same_base) {
+            Some(b) => b,
+            None => openclaw_engine::load_model::<B>(checkpoint, device)
+                .with_context(|| format!("cannot load the weights of {}", checkpoint.display()))?,
+        };
         let model = match (&config.lora, has_adapters) {
             (Some(want), true) => {
                 let (model, got) = lora::load_adapters(base, checkpoint)?;

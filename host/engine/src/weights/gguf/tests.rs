@@ -1293,10 +1293,8 @@ fn lora_over_quantised_blocks_trains_and_serves_as_over_the_dequantised_weights(
     let loss_and_grads = |m: &Model<A>| {
         let logits = m.forward(ids.clone()).unwrap();
         let dims = logits.dims();
-        let w = Tensor::<A, 3>::from_data(
-            TensorData::new(weights(dims.iter().product()), dims),
-            &dev,
-        );
+        let w =
+            Tensor::<A, 3>::from_data(TensorData::new(weights(dims.iter().product()), dims), &dev);
         let loss = (logits * w).sum();
         let value = to_f32_vec(loss.clone().inner())[0];
         let grads = loss.backward();
@@ -1312,7 +1310,10 @@ fn lora_over_quantised_blocks_trains_and_serves_as_over_the_dequantised_weights(
     };
     let (lb, gb) = loss_and_grads(&over_blocks);
     let (lf, gf) = loss_and_grads(&over_f32);
-    assert!((lb - lf).abs() <= 1e-5 * lf.abs().max(1.0), "loss {lb} vs {lf}");
+    assert!(
+        (lb - lf).abs() <= 1e-5 * lf.abs().max(1.0),
+        "loss {lb} vs {lf}"
+    );
     let scale = gf.iter().fold(0f32, |m, v| m.max(v.abs()));
     assert!(scale > 0.0);
     for (i, (x, y)) in gb.iter().zip(&gf).enumerate() {

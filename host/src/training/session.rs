@@ -144,11 +144,14 @@ impl<B: Backend> TrainSession<B> {
             }
             None => Vec::new(),
         };
+        let qlora = config.lora.is_some() && openclaw_engine::model::flex::is_flex::<B>(device);
         let (mut trainer, resumed_from, run_state) = if fresh {
             let source = source.as_ref().expect("a fresh start has its model");
             // Through the one loader: a LoRA checkpoint given as the model starts merged, as
-            // serving and the teacher see it. LoRA trains over a GGUF file's blocks (QLoRA).
-            let gguf = if config.lora.is_some() {
+            // serving and the teacher see it. LoRA trains over a GGUF file's blocks (QLoRA) on
+            // the CPU; a GPU keeps f32 weights on the device rather than decode and upload them
+            // every forward pass.
+            let gguf = if qlora {
                 GgufWeights::Blocks
             } else {
                 GgufWeights::F32
@@ -171,7 +174,7 @@ impl<B: Backend> TrainSession<B> {
                 .with_context(|| format!("--resume-from-checkpoint {}", opts.resume))?;
             // LoRA over a GGUF file resumes over its blocks (the checkpoint holds them decoded).
             let base = match &source {
-                Some(s) if config.lora.is_some() && is_gguf(s.path()) => Some(
+                Some(s) if qlora && is_gguf(s.path()) => Some(
                     openclaw_models::load::load_weights_with::<Autodiff<B>>(
                         s,
                         device,

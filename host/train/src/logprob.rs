@@ -42,6 +42,8 @@ pub fn layout_logprobs<B: Backend>(
         None
     };
     let chunk = chunk_rows.max(1);
+    // Over quantised blocks (QLoRA) the head is decoded once for every chunk.
+    let head = model.decoded_head();
     let mut logp_parts = Vec::new();
     let mut topk_parts = Vec::new();
     let mut start = 0;
@@ -51,7 +53,7 @@ pub fn layout_logprobs<B: Backend>(
             TensorData::new(layout.rows[start..start + c].to_vec(), [c]),
             &device,
         );
-        let mut logits = model.lm_logits(hidden.clone().select(0, rows));
+        let mut logits = model.lm_logits_with(hidden.clone().select(0, rows), head.as_ref());
         if let Some(s) = inv_t {
             logits = logits.mul_scalar(s);
         }

@@ -192,7 +192,10 @@ impl<B: Backend> LayerCache<B> {
                     super::flex::cat_positions(ok, k),
                     super::flex::cat_positions(ov, v),
                 ),
-                _ => (k, v),
+                Store::Empty => (k, v),
+                Store::Host(_) => {
+                    unreachable!("host buffers hold burn-flex f32 keys, which move_to_host takes")
+                }
             };
             self.store = Store::Tensors {
                 k: k.clone(),
@@ -204,6 +207,12 @@ impl<B: Backend> LayerCache<B> {
             unreachable!("move_to_host leaves host buffers")
         };
         let [b, h, s, d] = q.dims();
+        let [kb, kvh, ks, _] = k.dims();
+        assert_eq!(
+            [kb, kvh, d, v.dims()[3], ks],
+            [kv.dims()[0], kv.dims()[1], kv.dims()[2], kv.dims()[3], s],
+            "new keys and values match the cache's rows and the queries"
+        );
         let appended = super::flex::as_flex(k.clone())
             .zip(super::flex::as_flex(v.clone()))
             .and_then(|(kf, vf)| {

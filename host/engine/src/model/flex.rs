@@ -16,6 +16,11 @@ pub fn as_flex<B: Backend, const D: usize>(t: Tensor<B, D>) -> Option<FlexTensor
     p.downcast::<FlexTensor>().ok().map(|b| *b)
 }
 
+/// Whether `B` is burn-flex itself (the CPU kernels apply), not wrapped in autodiff.
+pub fn is_flex<B: Backend>(device: &B::Device) -> bool {
+    as_flex(Tensor::<B, 1>::zeros([1], device)).is_some()
+}
+
 /// A row-major f32 result as a tensor of `B` (burn-flex), `None` for any other backend.
 pub fn from_vec<B: Backend, const D: usize>(
     data: Vec<f32>,

@@ -309,6 +309,35 @@ impl<B: Backend> Model<B> {
         project(head, &self.lm_head_blocks, hidden)
     }
 
+    /// The output head decoded from its blocks once, as a `[hidden, vocab]` tensor, on backends
+    /// without the block kernels (a training forward over blocks: autodiff, CUDA), so a pass
+    /// that takes its logits in chunks shares one f32 copy instead of decoding (and keeping for
+    /// the backward pass) one per chunk; `None` when the head is f32 or the CPU kernels read
+    /// the blocks.
+    pub fn decoded_head(&self) -> Option<Tensor<B, 2>> {
+        let q = self.lm_head_blocks.as_ref()?;
+        let device = self.device();
+        if flex::is_flex::<B>(&device) {
+            return None;
+        }
+        let [rows, cols] = q.dims();
+        let w = Tensor::<B, 2>::from_data(TensorData::new(q.dequantise(), [rows, cols]), &device);
+        Some(w.transpose())
+    }
+
+    /// [`Model::lm_logits`], through `decoded` (from [`Model::decoded_head`]) when given.
+    pub fn lm_logits_with(
+        &self,
+        hidden: Tensor<B, 2>,
+        decoded: Option<&Tensor<B, 2>>,
+    ) -> Tensor<B, 2> {
+        match decoded {
+            // A language-model head has no bias (`load_projection` reads none).
+            Some(w) => hidden.matmul(w.clone()),
+            None => self.lm_logits(hidden),
+        }
+    }
+
     /// Full-sequence logits `[batch, seq, vocab]` (no cache, positions from 0).
     pub fn forward(&self, tokens: Tensor<B, 2, Int>) -> Result<Tensor<B, 3>> {
         if self.score.is_some() {

@@ -1320,6 +1320,24 @@ fn lora_over_quantised_blocks_trains_and_serves_as_over_the_dequantised_weights(
         assert!((x - y).abs() <= 1e-4 * scale, "gradient {i}: {x} vs {y}");
     }
 
+    // A pass taking its logits in chunks decodes the head once, with the same logits.
+    let head = over_blocks
+        .decoded_head()
+        .expect("autodiff has no block kernels");
+    let h = over_blocks.hidden_full(ids.clone());
+    let [b, n, d] = h.dims();
+    let h = h.reshape([b * n, d]);
+    let got = to_f32_vec(over_blocks.lm_logits_with(h.clone(), Some(&head)).inner());
+    let want = to_f32_vec(over_blocks.lm_logits(h).inner());
+    assert_eq!(got.len(), want.len());
+    for (x, y) in got.iter().zip(&want) {
+        assert!((x - y).abs() <= 1e-5 * y.abs().max(1.0), "{x} vs {y}");
+    }
+    assert!(
+        over_blocks.valid().decoded_head().is_none(),
+        "the CPU kernels read the blocks"
+    );
+
     // Serving: the blocks with the adapters beside them give the logits of the merged f32
     // weights (what serving gets without blocks), and the adapters export alike.
     let (served, merged_f32) = (over_blocks.valid(), merged(&over_f32.valid()));

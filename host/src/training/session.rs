@@ -174,7 +174,7 @@ impl<B: Backend> TrainSession<B> {
                 .with_context(|| format!("--resume-from-checkpoint {}", opts.resume))?;
             // LoRA over a GGUF file resumes over its blocks (the checkpoint holds them decoded).
             let base = match &source {
-                Some(s) if qlora && is_gguf(s.path()) => Some(
+                Some(s @ openclaw_models::ModelSource::Gguf(_)) if qlora => Some(
                     openclaw_models::load::load_weights_with::<Autodiff<B>>(
                         s,
                         device,
@@ -310,9 +310,4 @@ impl<B: Backend> TrainSession<B> {
     pub fn model_dir(&self) -> &Path {
         &self.opts.model_dir
     }
-}
-
-/// Whether `path` names a GGUF file (or a directory holding one).
-fn is_gguf(path: &Path) -> bool {
-    openclaw_engine::weights::gguf::gguf_path(path).is_ok_and(|p| p.is_some())
 }

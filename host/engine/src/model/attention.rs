@@ -186,7 +186,7 @@ impl<B: Backend> LayerCache<B> {
         v: Tensor<B, 4>,
         key_mask: Option<&Tensor<B, 4, Bool>>,
     ) -> Attended<B> {
-        if !self.move_to_host(&k, &v) {
+        if !self.append_on_host(&k, &v) {
             let (k, v) = match std::mem::replace(&mut self.store, Store::Empty) {
                 Store::Tensors { k: ok, v: ov } => (
                     super::flex::cat_positions(ok, k),
@@ -194,7 +194,7 @@ impl<B: Backend> LayerCache<B> {
                 ),
                 Store::Empty => (k, v),
                 Store::Host(_) => {
-                    unreachable!("host buffers hold burn-flex f32 keys, which move_to_host takes")
+                    unreachable!("host buffers hold burn-flex f32 keys, which append_on_host takes")
                 }
             };
             self.store = Store::Tensors {
@@ -203,57 +203,35 @@ impl<B: Backend> LayerCache<B> {
             };
             return Attended::KeysValues(k, v);
         }
-        let Store::Host(kv) = &mut self.store else {
-            unreachable!("move_to_host leaves host buffers")
+        let Store::Host(kv) = &self.store else {
+            unreachable!("append_on_host leaves host buffers")
         };
         let [b, h, s, d] = q.dims();
-        let [kb, kvh, ks, _] = k.dims();
-        assert_eq!(
-            [kb, kvh, d, v.dims()[3], ks],
-            [kv.dims()[0], kv.dims()[1], kv.dims()[2], kv.dims()[3], s],
-            "new keys and values match the cache's rows and the queries"
-        );
-        let appended = super::flex::as_flex(k.clone())
-            .zip(super::flex::as_flex(v.clone()))
-            .and_then(|(kf, vf)| {
-                let (kf, vf) = (readable_in_place(kf), readable_in_place(vf));
-                let (kr, vr) = (Rows::of(&kf, d)?, Rows::of(&vf, kv.dims()[3])?);
-                kv.append(kr, vr, s);
-                Some(())
-            });
-        assert!(appended.is_some(), "checked by move_to_host");
-        let kv = &*kv;
+        assert_eq!(s, k.dims()[2], "one new key per query");
         let dv = kv.dims()[3];
-        let out = super::flex::as_flex(q.clone())
-            .map(readable_in_place)
-            .and_then(|qf| {
-                let qr = Rows::of(&qf, d)?;
-                if s == 1 {
-                    let hidden = key_mask
-                        .map(|m| m.to_data().to_vec::<bool>().expect("a key mask is boolean"));
-                    let out = decode_attention(qr, kv, h, hidden.as_deref());
-                    super::flex::from_vec(out, [b, 1, h * dv])
-                } else if key_mask.is_none() {
-                    let shape = super::causal_attention::Shape {
-                        heads: h,
-                        kv_heads: kv.dims()[1],
-                        queries: s,
-                        keys: kv.len(),
-                        dim: d,
-                        value_dim: dv,
-                    };
-                    let out = super::causal_attention::causal_attention(
-                        qr,
-                        kv.keys(),
-                        kv.values(),
-                        b,
-                        shape,
-                    );
-                    super::flex::from_vec(out, [b, s, h * dv])
-                } else {
-                    None
-                }
-            });
+        let out = host_readable(q).and_then(|qf| {
+            let qr = Rows::of(&qf, d)?;
+            if s == 1 {
+                let hidden =
+                    key_mask.map(|m| m.to_data().to_vec::<bool>().expect("a key mask is boolean"));
+                let out = decode_attention(qr, kv, h, hidden.as_deref());
+                super::flex::from_vec(out, [b, 1, h * dv])
+            } else if key_mask.is_none() {
+                let shape = super::causal_attention::Shape {
+                    heads: h,
+                    kv_heads: kv.dims()[1],
+                    queries: s,
+                    keys: kv.len(),
+                    dim: d,
+                    value_dim: dv,
+                };
+                let out =
+                    super::causal_attention::causal_attention(qr, kv.keys(), kv.values(), b, shape);
+                super::flex::from_vec(out, [b, s, h * dv])
+            } else {
+                None
+            }
+        });
         match out {
             Some(out) => Attended::Out(out),
             None => {
@@ -263,46 +241,51 @@ impl<B: Backend> LayerCache<B> {
         }
     }
 
-    /// Moves the cache into host buffers when the new keys and values (and anything cached)
-    /// are burn-flex f32 tensors with readable rows; false when they are not (the cache stays
-    /// as it is).
-    fn move_to_host(&mut self, k: &Tensor<B, 4>, v: &Tensor<B, 4>) -> bool {
-        let readable = |t: &Tensor<B, 4>| {
-            super::flex::as_flex(t.clone())
-                .map(readable_in_place)
-                .is_some_and(|f| Rows::of(&f, t.dims()[3]).is_some())
-        };
-        if !readable(k) || !readable(v) {
+    /// Appends the new keys and values to host buffers, moving anything cached as tensors
+    /// there first, when all of them are burn-flex f32 with readable rows; false, with nothing
+    /// changed, otherwise.
+    fn append_on_host(&mut self, k: &Tensor<B, 4>, v: &Tensor<B, 4>) -> bool {
+        let (Some(kf), Some(vf)) = (host_readable(k), host_readable(v)) else {
             return false;
-        }
+        };
         let [b, kvh, s, d] = k.dims();
         let dv = v.dims()[3];
+        let (Some(kr), Some(vr)) = (Rows::of(&kf, d), Rows::of(&vf, dv)) else {
+            return false;
+        };
         let room =
             |cached: usize| (cached + s).max(self.expected.min(cached + s + MAX_RESERVE_AHEAD));
         match &self.store {
-            Store::Host(_) => true,
-            Store::Empty => {
-                self.store = Store::Host(HostKv::new(b, kvh, d, dv, room(0)));
-                true
-            }
+            Store::Host(kv) => assert_eq!(
+                kv.dims(),
+                [b, kvh, d, dv],
+                "new keys and values match the cache's rows"
+            ),
+            Store::Empty => self.store = Store::Host(HostKv::new(b, kvh, d, dv, room(0))),
             Store::Tensors { k: ok, v: ov } => {
                 let t = ok.dims()[2];
-                let mut kv = HostKv::new(b, kvh, d, dv, room(t));
-                let moved = super::flex::as_flex(ok.clone())
-                    .zip(super::flex::as_flex(ov.clone()))
-                    .and_then(|(kf, vf)| {
-                        let (kf, vf) = (readable_in_place(kf), readable_in_place(vf));
-                        kv.append(Rows::of(&kf, d)?, Rows::of(&vf, dv)?, t);
-                        Some(())
-                    });
-                if moved.is_none() {
+                let (Some(okf), Some(ovf)) = (host_readable(ok), host_readable(ov)) else {
                     return false;
-                }
+                };
+                let (Some(okr), Some(ovr)) = (Rows::of(&okf, d), Rows::of(&ovf, dv)) else {
+                    return false;
+                };
+                let mut kv = HostKv::new(b, kvh, d, dv, room(t));
+                kv.append(okr, ovr, t);
                 self.store = Store::Host(kv);
-                true
             }
         }
+        let Store::Host(kv) = &mut self.store else {
+            unreachable!("host buffers were just made")
+        };
+        kv.append(kr, vr, s);
+        true
     }
+}
+
+/// The storage of `t` with rows [`Rows`] can read in place, when `t` is a burn-flex tensor.
+fn host_readable<B: Backend>(t: &Tensor<B, 4>) -> Option<burn::backend::flex::FlexTensor> {
+    super::flex::as_flex(t.clone()).map(readable_in_place)
 }
 
 /// Per-forward inputs shared by every layer.

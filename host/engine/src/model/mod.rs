@@ -320,9 +320,7 @@ impl<B: Backend> Model<B> {
         if flex::is_flex::<B>(&device) {
             return None;
         }
-        let [rows, cols] = q.dims();
-        let w = Tensor::<B, 2>::from_data(TensorData::new(q.dequantise(), [rows, cols]), &device);
-        Some(w.transpose())
+        Some(q.decoded(&device))
     }
 
     /// [`Model::lm_logits`], through `decoded` (from [`Model::decoded_head`]) when given.

@@ -444,14 +444,20 @@ impl QuantMatrix {
         if let Some(y) = fast {
             return y;
         }
-        // Row-major as decoded, used through a transposed view: a transposing copy of a
-        // whole weight each forward pass (training over blocks) costs more than the matmul's
-        // strided read.
-        let w = Tensor::<B, 2>::from_data(
+        let w = self.decoded(&x.device());
+        x.matmul(w)
+    }
+
+    /// The matrix decoded to f32 on `device`, as the `[cols, rows]` transpose a matmul takes
+    /// (the general path of backends without the block kernels). Row-major as decoded, used
+    /// through a transposed view: a transposing copy of a whole weight each forward pass
+    /// (training over blocks) costs more than the matmul's strided read.
+    pub fn decoded<B: Backend>(&self, device: &B::Device) -> Tensor<B, 2> {
+        Tensor::<B, 2>::from_data(
             TensorData::new(self.dequantise(), [self.rows, self.cols]),
-            &x.device(),
-        );
-        x.matmul(w.transpose())
+            device,
+        )
+        .transpose()
     }
 }
 

@@ -46,6 +46,10 @@ pub struct Metrics {
     pub plugin_calls_abandoned: Family<Vec<(String, String)>, Counter>,
     /// Turns judged, by outcome (`trainable`, `not_trainable`).
     pub judged: Family<Vec<(String, String)>, Counter>,
+    /// Outcome votes of the judges, by vote (`+1`, `0`, `-1`, `unparseable`).
+    pub judge_votes: Family<Vec<(String, String)>, Counter>,
+    /// Turns scored, by whether they had a next state (`yes`, `no`).
+    pub judged_turns: Family<Vec<(String, String)>, Counter>,
     /// Optimizer steps taken.
     pub train_steps: Counter,
     /// The last training loss.
@@ -84,6 +88,8 @@ impl Metrics {
             judge_failures: Family::default(),
             plugin_calls_abandoned: Family::default(),
             judged: Family::default(),
+            judge_votes: Family::default(),
+            judged_turns: Family::default(),
             train_steps: Counter::default(),
             train_loss: Gauge::default(),
             registry: Registry::default(),
@@ -169,6 +175,16 @@ impl Metrics {
             m.plugin_calls_abandoned.clone(),
         );
         registry.register("judged", "Turns judged by outcome", m.judged.clone());
+        registry.register(
+            "judge_votes",
+            "Outcome votes of the judges by vote",
+            m.judge_votes.clone(),
+        );
+        registry.register(
+            "judged_turns",
+            "Turns scored by whether they had a next state",
+            m.judged_turns.clone(),
+        );
         registry.register("train_steps", "Optimizer steps", m.train_steps.clone());
         registry.register("train_loss", "Last training loss", m.train_loss.clone());
         Metrics { registry, ..m }

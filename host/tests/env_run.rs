@@ -242,7 +242,12 @@ fn judged_steps_add_their_mean_score_to_the_outcome() {
     let dir = tmp.path();
     let model =
         openclaw_host::default_model::ensure_default_model(&dir.join("home"), false).unwrap();
-    let life = run_env_with(dir, &model, 1, &[("prm_step_coef", "0.5".into())]);
+    let life = run_env_with(
+        dir,
+        &model,
+        1,
+        &[("prm_step_coef", "0.5".into()), ("judge", "rule".into())],
+    );
     assert_eq!(life.steps, vec![1]);
     let eps = episodes(dir);
     assert!(eps.len() >= 4);

@@ -71,6 +71,7 @@ fn start_env(dir: &Path, plugins: &[&str], extra: &[&str], vars: &[(&str, &str)]
         .arg("run")
         .args(&plugins)
         .args(["--model-path", "model", "--port", &port.to_string()])
+        .args(["--judge", "rule"])
         .args([
             "--rollout-batch-size",
             "4",

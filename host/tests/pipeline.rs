@@ -32,6 +32,8 @@ fn run_flags(dir: &Path, model: &Path, steps: u64) -> Vec<(&'static str, String)
         ("save_interval", "1".into()),
         ("batch_timeout", "2".into()),
         ("lr", "1e-4".into()),
+        // The simulated users write what the keyword rules read.
+        ("judge", "rule".into()),
     ]
 }
 
@@ -55,7 +57,6 @@ fn run_until_done(dir: &Path, model: &Path, steps: u64) -> (Vec<u64>, u64, Optio
             api_key: String::new(),
             users: 4,
             seed: 7,
-            max_tokens: 24,
             tasks: openclaw_sim::TaskSet::standard().train,
         },
         Arc::new(Scoreboard::default()),

@@ -37,6 +37,7 @@ fn run(dir: &Path, extra: &[(&str, String)]) -> (Vec<u64>, Vec<TrainingSample>) 
         ("default_max_tokens", "16".into()),
         ("batch_timeout", "30".into()),
         ("max_staleness", "100".into()),
+        ("judge", "rule".into()),
     ];
     flags.extend(extra.iter().cloned());
     let plugins = RunPlugins::load(|| inputs(&flags)).unwrap();

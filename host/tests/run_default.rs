@@ -48,6 +48,24 @@ fn the_built_in_default_learns_the_users_preference() {
     assert!(end >= base + 0.25, "preferred share {base:.2} -> {end:.2}");
     assert!(last["on_topic"].as_f64().unwrap() >= 0.85, "{last}");
     assert!(last["distinct"].as_f64().unwrap() >= 0.5, "{last}");
+    // The judges' window of each step: the closing turn of each conversation has no next
+    // state (about half the turns), the rules never write an unparseable vote, and a judged
+    // turn with a next state always becomes a sample.
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with("judge: ")).count(),
+        1,
+        "{err}"
+    );
+    let (mut turns, mut with_next) = (0.0, 0.0);
+    for l in &lines {
+        let n = l["judged_turns"].as_f64().expect("a judge window per step");
+        turns += n;
+        with_next += n * l["next_state_share"].as_f64().unwrap();
+        assert_eq!(l["unparseable_share"].as_f64(), Some(0.0), "{l}");
+        assert!(l["trainable_share"].as_f64().unwrap() > 0.3, "{l}");
+    }
+    let share = with_next / turns;
+    assert!((0.4..=0.6).contains(&share), "next-state share {share:.2}");
     let png = std::fs::read(dir.join("logs/learning_curve.png")).unwrap();
     assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
 }

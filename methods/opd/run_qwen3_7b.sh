@@ -5,9 +5,10 @@
 # passed on (it wins over the groups).
 #
 #   MODEL_PATH        the policy (HF directory: config.json, safetensors, tokenizer.json); required
-#   JUDGE_MODEL_PATH  a local judge model (default: JUDGE_ENDPOINT when set, else the rule judge)
+#   JUDGE_MODEL_PATH  the judge model (hints; the outcome votes too unless PRM_MODEL_PATH is set)
 #   JUDGE_ENDPOINT    an OpenAI-compatible server to judge with (e.g. the judge served by vLLM)
-#   PRM_MODEL_PATH    a sequence-classification reward model, for --custom-rm-path methods
+#   PRM_MODEL_PATH    the judge model answering the outcome (PRM) prompt
+#   OPENCLAW_JUDGE    self (the starting policy judges itself) or rule; one judge must be named
 #   DATA_PATH         trajectory JSONL: train offline on it (`openclaw-host train`) instead of serving
 #   CKPT_SAVE_DIR     where checkpoints go (default: checkpoints/opd-qwen3-7b)
 #   CKPT_ARGS ROLLOUT_ARGS OPTIMIZER_ARGS LORA_ARGS   flag groups (defaults below)

@@ -136,6 +136,9 @@ pub trait FfiHost: Send + Sync {
     /// The judge model, when the host has one.
     #[sabi(last_prefix_field)]
     fn judge(&self) -> ROption<FfiJudgeBox>;
+    /// The judge that answers the outcome (PRM) prompt, when the host names one apart from
+    /// [`FfiHost::judge`] (appended in 1.3).
+    fn prm_judge(&self) -> ROption<FfiJudgeBox>;
 }
 
 /// A boxed [`FfiPolicy`].
@@ -265,6 +268,11 @@ struct HostAdapter {
     policy: Option<Arc<dyn PolicyService>>,
     teacher: Option<Arc<dyn PolicyService>>,
     judge: Option<Arc<dyn JudgeService>>,
+    prm_judge: Option<Arc<dyn JudgeService>>,
+}
+
+fn judge_box(j: Arc<dyn JudgeService>) -> FfiJudgeBox {
+    FfiJudge_TO::from_value(JudgeAdapter(j), sabi_trait::TD_Opaque)
 }
 
 impl FfiHost for HostAdapter {
@@ -281,10 +289,10 @@ impl FfiHost for HostAdapter {
         self.teacher.clone().map(policy_box).into()
     }
     fn judge(&self) -> ROption<FfiJudgeBox> {
-        self.judge
-            .clone()
-            .map(|j| FfiJudge_TO::from_value(JudgeAdapter(j), sabi_trait::TD_Opaque))
-            .into()
+        self.judge.clone().map(judge_box).into()
+    }
+    fn prm_judge(&self) -> ROption<FfiJudgeBox> {
+        self.prm_judge.clone().map(judge_box).into()
     }
 }
 
@@ -311,6 +319,7 @@ pub struct HostServicesBuilder {
     policy: Option<Arc<dyn PolicyService>>,
     teacher: Option<Arc<dyn PolicyService>>,
     judge: Option<Arc<dyn JudgeService>>,
+    prm_judge: Option<Arc<dyn JudgeService>>,
 }
 
 impl HostServicesBuilder {
@@ -329,9 +338,14 @@ impl HostServicesBuilder {
         self.teacher = Some(teacher);
         self
     }
-    /// The judge.
+    /// The judge (hints, and every prompt when no PRM judge is given apart).
     pub fn judge(mut self, judge: Arc<dyn JudgeService>) -> Self {
         self.judge = Some(judge);
+        self
+    }
+    /// The judge of the outcome (PRM) prompt, when it is another than [`Self::judge`].
+    pub fn prm_judge(mut self, judge: Arc<dyn JudgeService>) -> Self {
+        self.prm_judge = Some(judge);
         self
     }
     /// The services.
@@ -343,6 +357,7 @@ impl HostServicesBuilder {
                     policy: self.policy,
                     teacher: self.teacher,
                     judge: self.judge,
+                    prm_judge: self.prm_judge,
                 },
                 sabi_trait::TD_Opaque,
             ),
@@ -402,12 +417,23 @@ impl HostServices {
             .map(|inner| Policy { inner })
     }
 
-    /// The judge, when the host has one.
+    /// The judge, when the host has one: the hint judge of distillation, and any prompt that
+    /// has no judge of its own.
     pub fn judge(&self) -> Option<Judge> {
         self.inner
             .judge()
             .into_option()
             .map(|inner| Judge { inner })
+    }
+
+    /// The judge of the outcome (PRM) prompt: `PRM_MODEL_PATH`'s model when the host has one
+    /// apart, else [`Self::judge`].
+    pub fn prm_judge(&self) -> Option<Judge> {
+        self.inner
+            .prm_judge()
+            .into_option()
+            .map(|inner| Judge { inner })
+            .or_else(|| self.judge())
     }
 
     /// A logger that can be kept apart from the services.
@@ -557,5 +583,36 @@ mod tests {
         );
         let err = judge.classify("x").unwrap_err();
         assert!(err.contains("classifier exploded"), "{err}");
+    }
+    struct Says(&'static str);
+    impl JudgeService for Says {
+        fn complete(&self, _: &JudgeRequest) -> Result<Vec<Result<String, String>>, String> {
+            Ok(vec![Ok(self.0.into())])
+        }
+        fn classify(&self, _: &str) -> Result<Vec<f32>, String> {
+            Err(self.0.into())
+        }
+    }
+
+    fn first_answer(judge: Judge) -> String {
+        let request = JudgeRequest {
+            messages: vec![Message::new("user", "x")].into(),
+            sampling: SamplingParams::default(),
+            n: 1,
+        };
+        judge.complete(&request).unwrap()[0].clone().unwrap()
+    }
+
+    #[test]
+    fn the_prm_judge_is_its_own_when_given_and_the_judge_otherwise() {
+        let both = HostServices::builder()
+            .judge(Arc::new(Says("hint")))
+            .prm_judge(Arc::new(Says("prm")))
+            .build();
+        assert_eq!(first_answer(both.judge().unwrap()), "hint");
+        assert_eq!(first_answer(both.prm_judge().unwrap()), "prm");
+        let one = HostServices::builder().judge(Arc::new(Says("one"))).build();
+        assert_eq!(first_answer(one.prm_judge().unwrap()), "one");
+        assert!(HostServices::standalone().prm_judge().is_none());
     }
 }

@@ -34,10 +34,14 @@ pub struct AgreementFlags {
 pub fn run(flags: &RunFlags, extra: &AgreementFlags) -> Result<i32> {
     let plugins = RunPlugins::load(|| flags.inputs())?;
     let cfg = plugins.resolved.config.clone();
-    if cfg.judge_model_path.is_empty() && cfg.judge_endpoint.is_empty() {
+    if cfg.judge_model_path.is_empty()
+        && cfg.judge_endpoint.is_empty()
+        && cfg.prm_model_path.is_empty()
+        && cfg.judge != "self"
+    {
         bail!(
-            "no judge to compare: give --judge-model-path (a chat model directory or GGUF file) \
-             or --judge-endpoint"
+            "no judge to compare with the rules: give --judge-model-path or --prm-model-path (a \
+             chat model directory or GGUF file), --judge-endpoint, or --judge self"
         );
     }
     crate::backend::dispatch(
@@ -97,23 +101,32 @@ where
     let policy = (!cfg.model_path.is_empty())
         .then(|| crate::policy::policy_engine::<B>(&cfg, &placement.serve))
         .transpose()?;
-    let host = |j: Arc<dyn openclaw_plugin_api::host::JudgeService>| {
-        let b = HostServices::builder().judge(j).log(TracingLog::new(&name));
+    let host = |b: openclaw_plugin_api::host::HostServicesBuilder| {
+        let b = b.log(TracingLog::new(&name));
         match &policy {
             Some(p) => b.policy(p.clone()).build(),
             None => b.build(),
         }
     };
-    let reference = plugins.reward(host(Arc::new(judge::rule::RuleJudge)))?;
-    let candidate = plugins.reward(host(judge::from_config::<B>(&cfg, &placement.judge)?))?;
+    let reference = plugins.reward(host(
+        HostServices::builder().judge(Arc::new(judge::rule::RuleJudge)),
+    ))?;
+    let choice = judge::JudgeChoice::resolve(&cfg, true, &judge::is_classifier)?;
+    let judges = judge::Judges::load::<B>(&choice, &cfg, &placement.judge, &mut || {
+        let p: Arc<dyn openclaw_plugin_api::host::PolicyService> = policy
+            .clone()
+            .context("--judge self needs the policy: give --model-path")?;
+        Ok(p)
+    })?;
+    let candidate = plugins.reward(host(judges.give(HostServices::builder())))?;
     let settings = judge::settings(&cfg);
     eprintln!(
-        "judging {} of the {} turns with a next state in {} with `{name}`, {} vote(s) each: the rule-based judge against {}",
+        "judging {} of the {} turns with a next state in {} with `{name}`, {} vote(s) each: the rule-based judge against the candidate; {}",
         turns.len(),
         all.len(),
         dir.display(),
         settings.votes,
-        if cfg.judge_endpoint.is_empty() { &cfg.judge_model_path } else { &cfg.judge_endpoint }
+        choice.describe()
     );
     let bar = openclaw_train::progress_bar(turns.len() as u64, "judging");
     let started = std::time::Instant::now();

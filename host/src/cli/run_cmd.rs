@@ -73,6 +73,17 @@ fn apply_builtin(run: &RunPlugins, cfg: &mut RunConfig) -> Vec<String> {
         cfg.simulate_users = 8;
         applied.push("simulate_users=8".into());
     }
+    // The built-in world's users write what the keyword rules read; a judge named is kept.
+    let named = [
+        "judge",
+        "judge_model_path",
+        "prm_model_path",
+        "judge_endpoint",
+    ];
+    if named.iter().all(|k| is_default(run, k)) {
+        cfg.judge = "rule".into();
+        applied.push("judge=rule".into());
+    }
     applied
 }
 
@@ -91,6 +102,8 @@ struct ScoreLine {
     episodes: Option<EpisodeWindow>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     eval: Option<EvalLine>,
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    judged: Option<crate::judge::stats::JudgeWindow>,
 }
 
 /// A held-out evaluation of `run --env`, in `score.log`.
@@ -234,6 +247,7 @@ impl OnBackend for RunOn<'_> {
         let last_eval = Arc::new(std::sync::Mutex::new(first_eval.clone()));
         let step_last_eval = last_eval.clone();
         let final_step = pipeline.last_step;
+        let judge_stats = pipeline.judge_stats.clone();
         let on_step = move |ev: &StepEvent| {
             train_s += ev.report.step_time_s;
             let r = &ev.report;
@@ -265,6 +279,13 @@ impl OnBackend for RunOn<'_> {
                     w.episodes, w.solve_rate, w.mean_reward, w.tool_call_rate, w.answer_rate, w.mean_steps
                 );
             }
+            let judged = judge_stats.as_ref().and_then(|s| s.take(r.step));
+            if let Some((w, warnings)) = &judged {
+                line += &w.line();
+                for w in warnings {
+                    tracing::warn!("{w}");
+                }
+            }
             let eval = match &step_env {
                 Some(e)
                     if evaluates
@@ -293,6 +314,7 @@ impl OnBackend for RunOn<'_> {
                 window,
                 episodes,
                 eval,
+                judged: judged.map(|(w, _)| w),
             };
             if let Ok(mut l) = serde_json::to_string(&score) {
                 l.push('\n');
@@ -309,7 +331,6 @@ impl OnBackend for RunOn<'_> {
                     api_key: cfg.api_key.clone(),
                     users: cfg.simulate_users as usize,
                     seed: cfg.seed,
-                    max_tokens: cfg.default_max_tokens,
                     tasks: openclaw_sim::TaskSet::standard().train,
                 },
                 board.clone(),

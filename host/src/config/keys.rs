@@ -126,7 +126,7 @@ pub const KEYS: &[KeySpec] = &[
         "\"\"",
         &["JUDGE_MODEL_PATH"],
         "judge-model-path",
-        "the judge model; empty: the method's default judge",
+        "the judge model (distillation's hints; the outcome votes too when PRM_MODEL_PATH is not given)",
     ),
     key(
         "prm_model_path",
@@ -134,7 +134,15 @@ pub const KEYS: &[KeySpec] = &[
         "\"\"",
         &["PRM_MODEL_PATH"],
         "prm-model-path",
-        "a sequence-classification reward model",
+        "the judge model answering the outcome (PRM) prompt of binary RL; a sequence classifier here serves --custom-rm-path",
+    ),
+    key(
+        "judge",
+        Str,
+        "\"\"",
+        &["OPENCLAW_JUDGE"],
+        "judge",
+        "judge without a judge model: self (the starting policy judges) or rule (keyword rules written for the simulated users)",
     ),
     key(
         "judge_endpoint",

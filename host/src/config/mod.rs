@@ -27,6 +27,8 @@ pub struct RunConfig {
     pub judge_endpoint: String,
     pub judge_api_key: String,
     pub judge_model: String,
+    /// `self` or `rule`: the judge when no judge model or endpoint is named.
+    pub judge: String,
     pub data_path: String,
     pub backend: String,
     pub train_gpus: String,
@@ -176,6 +178,24 @@ const RULES: &[Rule] = &[
             .map(|e| format!("is not a regular expression: {e}"))
     }),
     ("teacher", |c| one_of(&c.teacher, &["frozen", "current"])),
+    ("judge", |c| {
+        one_of(&c.judge, &["", "self", "rule"]).or_else(|| {
+            let named = if !c.judge_model_path.is_empty() {
+                "--judge-model-path (JUDGE_MODEL_PATH)"
+            } else if !c.judge_endpoint.is_empty() {
+                "--judge-endpoint (JUDGE_ENDPOINT)"
+            } else {
+                return None;
+            };
+            (!c.judge.is_empty())
+                .then(|| format!("`{}` and {named} both name the judge: give one", c.judge))
+        })
+    }),
+    ("judge_endpoint", |c| {
+        (!c.judge_endpoint.is_empty() && !c.judge_model_path.is_empty()).then(|| {
+            "and --judge-model-path (JUDGE_MODEL_PATH) both name the judge: give one (PRM_MODEL_PATH may name the outcome judge beside either)".into()
+        })
+    }),
     ("stale_policy", |c| {
         one_of(&c.stale_policy, &["drop", "correct"])
     }),

@@ -1,6 +1,6 @@
-//! A judge model loaded in the host's own engine: `JUDGE_MODEL_PATH` / `--judge-model-path`
-//! (a chat model that writes the judge's verdicts) and `PRM_MODEL_PATH` / `--prm-model-path` (a
-//! sequence classifier whose class probabilities are the reward). Both are frozen.
+//! A judge model run by the host's own engine: a chat model that writes the judge's verdicts
+//! (`JUDGE_MODEL_PATH`, `PRM_MODEL_PATH`, or the frozen starting policy of `--judge self`) and a
+//! sequence classifier whose class probabilities are a custom reward's input. Both are frozen.
 
 use crate::metrics::Metrics;
 use crate::policy::{ModelFiles, PolicyEngine, SchedulerOptions};
@@ -18,8 +18,18 @@ pub const PRM_MAX_TOKENS: usize = 2048;
 
 /// A judge served by a local chat model and, optionally, a local classifier, on backend `B`.
 pub struct LocalJudge<B: Backend> {
-    chat: Option<Arc<PolicyEngine<B>>>,
+    chat: Option<Arc<dyn PolicyService>>,
     prm: Option<(Model<B>, Tokenizer)>,
+}
+
+impl<B: Backend> LocalJudge<B> {
+    /// A judge whose verdicts `policy` writes (`--judge self`: the frozen starting model).
+    pub fn over_policy(policy: Arc<dyn PolicyService>) -> Self {
+        LocalJudge {
+            chat: Some(policy),
+            prm: None,
+        }
+    }
 }
 
 impl<B: Backend> LocalJudge<B>
@@ -38,7 +48,7 @@ where
             .map(|d| -> Result<_> {
                 let files = ModelFiles::<B>::load_path(d, device)
                     .with_context(|| format!("cannot load the judge model {}", d.display()))?;
-                Ok(Arc::new(PolicyEngine::start(
+                let engine: Arc<dyn PolicyService> = Arc::new(PolicyEngine::start(
                     files,
                     0,
                     SchedulerOptions {
@@ -48,7 +58,8 @@ where
                         prefix_cache: Default::default(),
                     },
                     metrics.clone(),
-                )))
+                ));
+                Ok(engine)
             })
             .transpose()?;
         let prm = prm_dir
@@ -79,10 +90,9 @@ where
     Model<B>: Send + Sync,
 {
     fn complete(&self, req: &JudgeRequest) -> Result<Vec<Result<String, String>>, String> {
-        let engine = self
-            .chat
-            .as_ref()
-            .ok_or("no judge chat model: give --judge-model-path or --judge-endpoint")?;
+        let engine = self.chat.as_ref().ok_or(
+            "no judge chat model: give --judge-model-path, --judge-endpoint or --judge self",
+        )?;
         // Votes are independent samples; the scheduler batches them together.
         let n = req.n.max(1) as usize;
         let handles: Vec<_> = (0..n)

@@ -14,8 +14,10 @@ use crate::training::{sample_from, turn_from_record, TurnTokens};
 use anyhow::{bail, Context, Result};
 use burn::prelude::Backend;
 use openclaw_engine::Model;
+use openclaw_plugin_api::host::PolicyService;
 use openclaw_plugin_api::{HostServices, PluginKind, ScoreRequest, TrainingSample};
 use std::path::Path;
+use std::sync::Arc;
 
 /// The samples of one pass over a trajectory file, and what could not be used.
 pub struct Dataset {
@@ -37,11 +39,16 @@ fn reward_plugin<B: Backend>(
 where
     Model<B>: Send + Sync,
 {
-    let engine = policy_engine::<B>(cfg, &placement.serve)?;
+    let choice = judge::JudgeChoice::resolve(cfg, true, &judge::is_classifier)?;
+    eprintln!("{}", choice.describe());
+    let engine: Arc<dyn PolicyService> = policy_engine::<B>(cfg, &placement.serve)?;
+    // The starting model is not updated while the data is scored: it judges under `--judge self`.
+    let judges =
+        judge::Judges::load::<B>(&choice, cfg, &placement.judge, &mut || Ok(engine.clone()))?;
     let name = run.plugin_for(PluginKind::Reward).unwrap_or("reward");
-    let host = HostServices::builder()
+    let host = judges
+        .give(HostServices::builder())
         .policy(engine)
-        .judge(judge::from_config::<B>(cfg, &placement.judge)?)
         .log(TracingLog::new(name))
         .build();
     run.reward(host)

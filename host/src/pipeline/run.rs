@@ -20,6 +20,8 @@ use crate::episodes::policy_agent::PolicyAgentOptions;
 use crate::episodes::setup::{open_env, read_tasks, run_tasks, EnvFiles};
 use crate::episodes::{EpisodeOptions, TimedEnv};
 use crate::judge::pool::{JudgePool, PoolOptions};
+use crate::judge::stats::JudgeStats;
+use crate::judge::{JudgeChoice, Judges};
 use crate::metrics::Metrics;
 use crate::plugin::instance::TracingLog;
 use crate::plugin::{watch, RunPlugins};
@@ -102,6 +104,8 @@ pub struct Pipeline<B: Backend> {
     pub env: Option<EnvRun>,
     /// Why a rollout or generate plugin stopped the run, once it has.
     pub plugin_failure: Option<Arc<PluginFailure>>,
+    /// What the judges said since the last step (the four loops).
+    pub judge_stats: Option<Arc<JudgeStats>>,
 }
 
 /// The environment side of `run --env`, for the command's step lines and evaluations.
@@ -171,6 +175,7 @@ where
             last_step: None,
             env: None,
             plugin_failure: None,
+            judge_stats: None,
         })
     }
 
@@ -256,6 +261,7 @@ where
             last_step: Some(last_step),
             env: None,
             plugin_failure: None,
+            judge_stats: None,
         })
     }
 
@@ -276,6 +282,15 @@ where
         placement: &Placement<B>,
     ) -> Result<Self> {
         let metrics = Arc::new(Metrics::new());
+        // Samples made elsewhere than from live turns: episodes, a rollout or generate plugin.
+        let made = !cfg.env.is_empty()
+            || plugins.plugin_for(PluginKind::Rollout).is_some()
+            || plugins.plugin_for(PluginKind::Generate).is_some();
+        // The judges are chosen before anything starts or is written: a run refused for want
+        // of one leaves nothing behind.
+        let judges_turns = !made || cfg.prm_step_coef > 0.0;
+        let choice = JudgeChoice::resolve(cfg, judges_turns, &crate::judge::is_classifier)?;
+        eprintln!("{}", choice.describe());
 
         // Training first: a resumed run serves the checkpoint's weights under its version.
         let loss = plugins.loss(HostServices::standalone())?;
@@ -352,9 +367,6 @@ where
         // replays them. (Work the buffer held at start is replayed either way; training keeps
         // samples with and without advantages in separate batches.)
         let (collect_tx, collect_rx) = sync_channel(4096);
-        let made = env.is_some()
-            || plugins.plugin_for(PluginKind::Rollout).is_some()
-            || plugins.plugin_for(PluginKind::Generate).is_some();
         let collect_tx = (!made).then_some(collect_tx);
         let mut files = ModelFiles::<B>::load(&serve_path, &load_options(cfg), &placement.serve)?;
         // A fresh run serves the starting model, which is also the frozen teacher: one copy of
@@ -371,39 +383,50 @@ where
                 files.model = model;
             }
         }
-        let starting = resumed.is_none().then(|| files.clone());
+        let mut starting = resumed.is_none().then(|| files.clone());
         let serving = Serving::build(cfg, files, version, collect_tx, metrics.clone())?;
         let engine = serving.engine.clone();
 
-        // The reward plugin: the judge, and the policy as teacher (frozen: the starting model,
-        // kept only when the loss reads teacher log-probabilities).
-        let teacher: Arc<dyn PolicyService> = if cfg.teacher == "frozen" && inputs.teacher_logprobs
-        {
-            // The starting model, never updated: its own engine (scoring only).
-            let files = match starting {
+        // The reward plugin: the judges, and the policy as teacher (frozen: the starting model,
+        // kept only when the loss reads teacher log-probabilities). The starting model, never
+        // updated, is its own engine (which also judges under `--judge self`), over the served
+        // weights of a fresh run.
+        let mut frozen_engine: Option<Arc<dyn PolicyService>> = None;
+        let mut frozen = || -> Result<Arc<dyn PolicyService>> {
+            if let Some(e) = &frozen_engine {
+                return Ok(e.clone());
+            }
+            let files = match starting.take() {
                 Some(files) => files,
                 None => {
                     ModelFiles::<B>::load(&cfg.model_path, &load_options(cfg), &placement.serve)?
                 }
             };
-            Arc::new(PolicyEngine::start(
+            let e: Arc<dyn PolicyService> = Arc::new(PolicyEngine::start(
                 files,
                 0,
                 scheduler_options(cfg),
                 metrics.clone(),
-            ))
+            ));
+            frozen_engine = Some(e.clone());
+            Ok(e)
+        };
+        let teacher: Arc<dyn PolicyService> = if cfg.teacher == "frozen" && inputs.teacher_logprobs
+        {
+            frozen()?
         } else {
             engine.clone()
         };
+        let judges = Judges::load::<B>(&choice, cfg, &placement.judge, &mut frozen)?;
         let reward_name = plugins
             .plugin_for(PluginKind::Reward)
             .unwrap_or("reward")
             .to_string();
         let reward = Arc::new(
             plugins.reward(
-                HostServices::builder()
+                judges
+                    .give(HostServices::builder())
                     .policy(teacher)
-                    .judge(crate::judge::from_config::<B>(cfg, &placement.judge)?)
                     .log(TracingLog::new(&reward_name))
                     .build(),
             )?,
@@ -414,7 +437,9 @@ where
         // time they train; live turns come when users send them.
         let queue = cfg.rollout_batch_size as usize * if made { 1 } else { 4 };
         let (train_tx, train_rx) = sync_channel(queue);
-        let maker = Arc::new(SampleMaker::new(serving.log(), train_tx));
+        let judge_stats = Arc::new(JudgeStats::new(metrics.clone()));
+        let maker =
+            Arc::new(SampleMaker::new(serving.log(), train_tx).with_stats(judge_stats.clone()));
         let on_outcome = maker.clone();
         let pool = Arc::new(JudgePool::start(
             reward.clone(),
@@ -619,6 +644,7 @@ where
             last_step: (cfg.max_steps > 0).then_some(cfg.max_steps),
             env: env_run,
             plugin_failure: Some(failure),
+            judge_stats: Some(judge_stats),
         })
     }
 

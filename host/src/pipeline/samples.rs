@@ -5,6 +5,7 @@
 
 use crate::buffer::{Log, Record};
 use crate::judge::pool::JudgeOutcome;
+use crate::judge::stats::JudgeStats;
 use crate::training::sample_from;
 use anyhow::Result;
 use openclaw_plugin_api::{Score, TrainingSample, Turn};
@@ -19,6 +20,7 @@ pub type QueuedSample = (u64, TrainingSample);
 pub struct SampleMaker {
     log: Arc<Log>,
     to_train: Mutex<SyncSender<QueuedSample>>,
+    stats: Option<Arc<JudgeStats>>,
 }
 
 /// The group of a turn's sample: one per session turn (a user sees one answer per turn, so
@@ -36,6 +38,15 @@ impl SampleMaker {
         SampleMaker {
             log,
             to_train: Mutex::new(to_train),
+            stats: None,
+        }
+    }
+
+    /// Counts each new verdict in `stats` as well.
+    pub fn with_stats(self, stats: Arc<JudgeStats>) -> Self {
+        SampleMaker {
+            stats: Some(stats),
+            ..self
         }
     }
 
@@ -52,6 +63,9 @@ impl SampleMaker {
             turn_seq: Some(turn_seq),
             score: Box::new(score.clone()),
         })?;
+        if let Some(stats) = &self.stats {
+            stats.add(turn, score);
+        }
         if !score.trainable {
             return Ok(None);
         }

@@ -22,8 +22,6 @@ pub struct SimUsersOptions {
     pub users: usize,
     /// Seeds the users' choices.
     pub seed: u64,
-    /// Most tokens of an answer.
-    pub max_tokens: u32,
     /// The tasks they ask.
     pub tasks: Vec<Task>,
 }
@@ -71,14 +69,15 @@ fn converse(
     user: &mut SimulatedUser,
     board: &Scoreboard,
     session: &str,
-    max_tokens: u32,
 ) -> Result<()> {
     let task = user.next_task();
     let question = json!({"role": "user", "content": task.prompt});
     let r = client.chat(
         session,
         false,
-        json!({"model": "default", "messages": [question], "max_tokens": max_tokens, "temperature": 1.0}),
+        // No max_tokens: the server's default (`--default-max-tokens`), which it fits to the
+        // model's context, as it does for any client that asks for none.
+        json!({"model": "default", "messages": [question], "temperature": 1.0}),
     )?;
     let choice = &r["choices"][0];
     let answer = choice["message"]["content"]
@@ -138,9 +137,7 @@ impl SimUsers {
                         while !stop.load(Ordering::SeqCst) {
                             let session = format!("sim-{}-{i}-{n}", opts.seed);
                             n += 1;
-                            if let Err(e) =
-                                converse(&client, &mut user, &board, &session, opts.max_tokens)
-                            {
+                            if let Err(e) = converse(&client, &mut user, &board, &session) {
                                 if stop.load(Ordering::SeqCst) {
                                     break;
                                 }

@@ -44,7 +44,8 @@ pub fn verdict_score(v: PrmVerdict, votes_asked: u32) -> Score {
 impl Reward for BinaryRlReward {
     fn new(config: &str, host: HostServices) -> PluginResult<Self> {
         let config = BinaryRlRewardConfig::parse(config)?;
-        let judge = host.judge().ok_or(
+        // The outcome prompt goes to PRM_MODEL_PATH's judge when the host has one apart.
+        let judge = host.prm_judge().ok_or(
             "the binary-rl reward needs a judge model to vote on each turn, and the host has none",
         )?;
         Ok(BinaryRlReward { config, judge })

@@ -20,7 +20,10 @@ use openclaw_plugin_api::{HostServices, Judge, PluginResult, Policy, Reward, Sco
 /// | no   | 0        | none (not trainable) |
 pub struct CombineReward {
     config: CombineRewardConfig,
+    /// The hint judge (`JUDGE_MODEL_PATH`).
     judge: Judge,
+    /// The outcome judge (`PRM_MODEL_PATH`; the hint judge when none is given apart).
+    prm_judge: Judge,
     teacher: Policy,
 }
 
@@ -82,9 +85,14 @@ impl Reward for CombineReward {
             "the combine reward needs a teacher to score responses under the hinted prompt, and \
              the host has neither a teacher model nor a policy",
         )?;
+        // The host gives the hint judge for the outcome prompt when it has no other.
+        let prm_judge = host
+            .prm_judge()
+            .ok_or("the host gave a judge but no outcome judge")?;
         Ok(CombineReward {
             config,
             judge,
+            prm_judge,
             teacher,
         })
     }
@@ -107,7 +115,7 @@ impl Reward for CombineReward {
                     0,
                 )
             },
-            || prm_votes(&self.judge, &input, settings),
+            || prm_votes(&self.prm_judge, &input, settings),
         )?;
         Ok(combined_score(d, rl))
     }

@@ -19,7 +19,10 @@ use openclaw_plugin_api::{
 /// placeholder the loss does not read); a turn without one is not trainable.
 pub struct OpdReward {
     config: OpdRewardConfig,
+    /// The hint judge (`JUDGE_MODEL_PATH`).
     judge: Judge,
+    /// The outcome judge (`PRM_MODEL_PATH`; the hint judge when none is given apart).
+    prm_judge: Judge,
     teacher: Policy,
 }
 
@@ -81,9 +84,14 @@ impl Reward for OpdReward {
             "the opd reward needs a teacher to score responses under the hinted prompt, and the \
              host has neither a teacher model nor a policy",
         )?;
+        // The host gives the hint judge for the outcome prompt when it has no other.
+        let prm_judge = host
+            .prm_judge()
+            .ok_or("the host gave a judge but no outcome judge")?;
         Ok(OpdReward {
             config,
             judge,
+            prm_judge,
             teacher,
         })
     }
@@ -106,7 +114,7 @@ impl Reward for OpdReward {
             )
         };
         if self.config.eval_votes {
-            let (d, eval) = run_both(hinted, || prm_votes(&self.judge, &input, settings))?;
+            let (d, eval) = run_both(hinted, || prm_votes(&self.prm_judge, &input, settings))?;
             Ok(distillation_score(d, Some(eval)))
         } else {
             Ok(distillation_score(hinted()?, None))

@@ -57,6 +57,7 @@ fn run_until_done(dir: &Path, model: &Path, steps: u64) -> (Vec<u64>, u64, Optio
             api_key: String::new(),
             users: 4,
             seed: 7,
+            requests: 0.25,
             tasks: openclaw_sim::TaskSet::standard().train,
         },
         Arc::new(Scoreboard::default()),

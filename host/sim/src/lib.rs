@@ -12,4 +12,4 @@ pub mod user;
 pub use answers::{answer, Style};
 pub use style::{classify, on_topic, Verdict};
 pub use tasks::{Task, TaskKind, TaskSet};
-pub use user::{SimulatedUser, UserReply};
+pub use user::{Request, SimulatedUser, UserReply};

@@ -271,6 +271,12 @@ impl OnBackend for RunOn<'_> {
                     "  | first answers (last {}): preferred {:.2}  on-topic {:.2}  distinct {:.2}",
                     window.n, window.preferred, window.on_topic, window.distinct
                 );
+                if window.requested > 0 {
+                    line += &format!(
+                        "  style asked for: followed {:.2} of {}",
+                        window.followed, window.requested
+                    );
+                }
             }
             let episodes = step_env.as_ref().map(|e| e.stats.recent(EPISODE_WINDOW));
             if let Some(w) = &episodes {
@@ -331,6 +337,7 @@ impl OnBackend for RunOn<'_> {
                     api_key: cfg.api_key.clone(),
                     users: cfg.simulate_users as usize,
                     seed: cfg.seed,
+                    requests: cfg.simulate_requests,
                     tasks: openclaw_sim::TaskSet::standard().train,
                 },
                 board.clone(),

@@ -515,6 +515,14 @@ pub const KEYS: &[KeySpec] = &[
         "simulate-users",
         "simulated users talking to the server during `run` (the built-in default uses 8)",
     ),
+    key(
+        "simulate_requests",
+        Float,
+        "0.4",
+        &["OPENCLAW_SIMULATE_REQUESTS"],
+        "simulate-requests",
+        "share of the simulated users' requests that ask for a style in so many words (markdown with a numbered list, or plain text)",
+    ),
     // Environments
     key(
         "env",

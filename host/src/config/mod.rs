@@ -76,6 +76,8 @@ pub struct RunConfig {
     pub update_weights_interval: u32,
     pub max_steps: u64,
     pub simulate_users: u32,
+    /// Share of simulated requests with an explicit style instruction.
+    pub simulate_requests: f64,
     pub env: String,
     pub env_config: String,
     pub tools_config: String,
@@ -178,6 +180,9 @@ const RULES: &[Rule] = &[
             .map(|e| format!("is not a regular expression: {e}"))
     }),
     ("teacher", |c| one_of(&c.teacher, &["frozen", "current"])),
+    ("simulate_requests", |c| {
+        (!(0.0..=1.0).contains(&c.simulate_requests)).then(|| "must be in [0, 1]".into())
+    }),
     ("judge", |c| {
         one_of(&c.judge, &["", "self", "rule"]).or_else(|| {
             let named = if !c.judge_model_path.is_empty() {

@@ -251,13 +251,14 @@ mod tests {
     fn the_simulated_users_replies_are_read_as_meant() {
         use openclaw_sim::{answer, SimulatedUser, Style, TaskSet};
         use rand::SeedableRng;
-        let mut user = SimulatedUser::new(1, TaskSet::standard().train);
+        // Half the requests ask for a style in so many words.
+        let mut user = SimulatedUser::new(1, TaskSet::standard().train).with_requests(0.5);
         let mut rng = rand::rngs::StdRng::seed_from_u64(2);
         for _ in 0..200 {
-            let task = user.next_task();
+            let request = user.next_request();
             for style in [Style::Plain, Style::Markdown] {
-                let a = answer(&task, style, &mut rng);
-                let reply = user.reply(&task, &a, true);
+                let a = answer(&request.task, style, &mut rng);
+                let reply = user.reply_to(&request, &a, true);
                 let v = verdict("user", &reply.text);
                 assert_eq!(v == 1, reply.satisfied, "{reply:?}");
                 assert_eq!(v == -1, !reply.satisfied, "{reply:?}");

@@ -1,6 +1,6 @@
 //! How the first answer of each simulated conversation fared.
 
-use openclaw_sim::Verdict;
+use openclaw_sim::{Style, Verdict};
 use serde::Serialize;
 use std::collections::{HashSet, VecDeque};
 use std::sync::Mutex;
@@ -16,12 +16,27 @@ pub struct FirstAnswer {
     pub on_topic: bool,
     /// Its text.
     pub text: String,
+    /// The style the request asked for in so many words, when it did.
+    pub requested: Option<Style>,
+}
+
+impl FirstAnswer {
+    /// Whether an answer to an explicit request is in the style asked for and on topic.
+    fn followed(&self) -> bool {
+        let style = match self.requested {
+            Some(Style::Plain) => Verdict::Plain,
+            Some(Style::Markdown) => Verdict::Markdown,
+            None => return false,
+        };
+        self.verdict == style && self.on_topic
+    }
 }
 
 /// Shares over a window of recent first answers.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct WindowStats {
-    /// Answers in the window.
+    /// Answers to requests without a style instruction in the window; the shares below
+    /// `distinct` are of them.
     pub n: usize,
     /// Share that met the preference: plain, finished and on topic.
     pub preferred: f64,
@@ -33,6 +48,10 @@ pub struct WindowStats {
     pub invalid: f64,
     /// Distinct answers over answers (1: all different).
     pub distinct: f64,
+    /// Answers to requests with an explicit style instruction in the window.
+    pub requested: usize,
+    /// Share of those in the style asked for and on topic.
+    pub followed: f64,
     /// Lowest and highest weight version in the window.
     pub versions: (u64, u64),
 }
@@ -45,6 +64,45 @@ struct Counts {
     plain: usize,
     on_topic: usize,
     invalid: usize,
+    requested: usize,
+    followed: usize,
+}
+
+impl Counts {
+    fn add(&mut self, a: &FirstAnswer) {
+        if a.requested.is_some() {
+            self.requested += 1;
+            self.followed += a.followed() as usize;
+            return;
+        }
+        self.n += 1;
+        self.preferred += (a.verdict == Verdict::Plain && a.on_topic) as usize;
+        self.plain += (a.verdict == Verdict::Plain) as usize;
+        self.on_topic += a.on_topic as usize;
+        self.invalid += (a.verdict == Verdict::Invalid) as usize;
+    }
+
+    fn merge(&mut self, x: &Counts) {
+        self.n += x.n;
+        self.preferred += x.preferred;
+        self.plain += x.plain;
+        self.on_topic += x.on_topic;
+        self.invalid += x.invalid;
+        self.requested += x.requested;
+        self.followed += x.followed;
+    }
+
+    /// The shares, into `w` (which keeps its `distinct` and versions).
+    fn shares(&self, w: &mut WindowStats) {
+        let share = |k: usize, n: usize| if n == 0 { 0.0 } else { k as f64 / n as f64 };
+        w.n = self.n;
+        w.preferred = share(self.preferred, self.n);
+        w.plain = share(self.plain, self.n);
+        w.on_topic = share(self.on_topic, self.n);
+        w.invalid = share(self.invalid, self.n);
+        w.requested = self.requested;
+        w.followed = share(self.followed, self.requested);
+    }
 }
 
 /// Every first answer so far: the recent ones whole (for rolling windows), and counts per
@@ -64,12 +122,7 @@ impl Scoreboard {
     pub fn add(&self, a: FirstAnswer) {
         {
             let mut m = self.by_version.lock().unwrap_or_else(|e| e.into_inner());
-            let c = m.entry(a.weight_version).or_default();
-            c.n += 1;
-            c.preferred += (a.verdict == Verdict::Plain && a.on_topic) as usize;
-            c.plain += (a.verdict == Verdict::Plain) as usize;
-            c.on_topic += a.on_topic as usize;
-            c.invalid += (a.verdict == Verdict::Invalid) as usize;
+            m.entry(a.weight_version).or_default().add(&a);
         }
         let mut q = self.answers.lock().unwrap_or_else(|e| e.into_inner());
         q.push_back(a);
@@ -105,22 +158,13 @@ impl Scoreboard {
         let mut c = Counts::default();
         let mut versions = (u64::MAX, 0);
         for (v, x) in m.range(lo..=hi) {
-            c.n += x.n;
-            c.preferred += x.preferred;
-            c.plain += x.plain;
-            c.on_topic += x.on_topic;
-            c.invalid += x.invalid;
+            c.merge(x);
             versions = (versions.0.min(*v), versions.1.max(*v));
         }
-        if c.n == 0 {
+        if c.n + c.requested == 0 {
             return WindowStats::default();
         }
-        let n = c.n as f64;
-        w.n = c.n;
-        w.preferred = c.preferred as f64 / n;
-        w.plain = c.plain as f64 / n;
-        w.on_topic = c.on_topic as f64 / n;
-        w.invalid = c.invalid as f64 / n;
+        c.shares(&mut w);
         w.versions = versions;
         w
     }
@@ -132,28 +176,26 @@ fn stats<'a>(answers: impl Iterator<Item = &'a FirstAnswer>) -> WindowStats {
         ..Default::default()
     };
     let mut texts = HashSet::new();
-    let (mut preferred, mut plain, mut topical, mut invalid) = (0, 0, 0, 0);
+    let mut c = Counts::default();
     for a in answers {
-        w.n += 1;
         w.versions = (
             w.versions.0.min(a.weight_version),
             w.versions.1.max(a.weight_version),
         );
-        texts.insert(a.text.trim().to_string());
-        plain += (a.verdict == Verdict::Plain) as usize;
-        invalid += (a.verdict == Verdict::Invalid) as usize;
-        topical += a.on_topic as usize;
-        preferred += (a.verdict == Verdict::Plain && a.on_topic) as usize;
+        if a.requested.is_none() {
+            texts.insert(a.text.trim().to_string());
+        }
+        c.add(a);
     }
-    if w.n == 0 {
+    if c.n + c.requested == 0 {
         return WindowStats::default();
     }
-    let n = w.n as f64;
-    w.preferred = preferred as f64 / n;
-    w.plain = plain as f64 / n;
-    w.on_topic = topical as f64 / n;
-    w.invalid = invalid as f64 / n;
-    w.distinct = texts.len() as f64 / n;
+    c.shares(&mut w);
+    w.distinct = if c.n == 0 {
+        0.0
+    } else {
+        texts.len() as f64 / c.n as f64
+    };
     w
 }
 
@@ -167,7 +209,28 @@ mod tests {
             verdict,
             on_topic,
             text: text.into(),
+            requested: None,
         }
+    }
+
+    #[test]
+    fn answers_to_explicit_requests_count_apart_by_whether_they_followed_them() {
+        let b = Scoreboard::default();
+        let asked = |style, verdict, on_topic| FirstAnswer {
+            requested: Some(style),
+            ..a(1, verdict, on_topic, "x")
+        };
+        b.add(a(1, Verdict::Plain, true, "plain"));
+        b.add(a(1, Verdict::Markdown, true, "md"));
+        b.add(asked(Style::Markdown, Verdict::Markdown, true));
+        b.add(asked(Style::Markdown, Verdict::Plain, true));
+        b.add(asked(Style::Markdown, Verdict::Markdown, false));
+        b.add(asked(Style::Plain, Verdict::Plain, true));
+        for w in [b.recent(100), b.by_versions(0, 1)] {
+            assert_eq!((w.n, w.preferred, w.plain), (2, 0.5, 0.5), "{w:?}");
+            assert_eq!((w.requested, w.followed), (4, 0.5), "{w:?}");
+        }
+        assert_eq!(b.recent(100).distinct, 1.0);
     }
 
     #[test]

@@ -22,6 +22,8 @@ pub struct SimUsersOptions {
     pub users: usize,
     /// Seeds the users' choices.
     pub seed: u64,
+    /// Share of requests with an explicit style instruction (`--simulate-requests`).
+    pub requests: f64,
     /// The tasks they ask.
     pub tasks: Vec<Task>,
 }
@@ -70,8 +72,8 @@ fn converse(
     board: &Scoreboard,
     session: &str,
 ) -> Result<()> {
-    let task = user.next_task();
-    let question = json!({"role": "user", "content": task.prompt});
+    let request = user.next_request();
+    let question = json!({"role": "user", "content": request.prompt});
     let r = client.chat(
         session,
         false,
@@ -85,12 +87,13 @@ fn converse(
         .unwrap_or_default()
         .to_string();
     let finished = choice["finish_reason"].as_str() == Some("stop");
-    let reply = user.reply(&task, &answer, finished);
+    let reply = user.reply_to(&request, &answer, finished);
     board.add(FirstAnswer {
         weight_version: r["weight_version"].as_u64().unwrap_or(0),
         verdict: reply.verdict,
         on_topic: reply.on_topic,
         text: answer.clone(),
+        requested: request.requested,
     });
     // The reply ends the conversation; its own short answer is not judged (no next state).
     client.chat(
@@ -132,7 +135,8 @@ impl SimUsers {
                         let mut user = SimulatedUser::new(
                             opts.seed.wrapping_add(i as u64),
                             opts.tasks.clone(),
-                        );
+                        )
+                        .with_requests(opts.requests);
                         let mut n = 0u64;
                         while !stop.load(Ordering::SeqCst) {
                             let session = format!("sim-{}-{i}-{n}", opts.seed);

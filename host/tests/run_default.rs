@@ -66,7 +66,11 @@ fn the_built_in_default_learns_the_users_preference() {
     }
     let share = with_next / turns;
     assert!((0.4..=0.6).contains(&share), "next-state share {share:.2}");
-    assert!(trainable / turns > 0.35, "trainable share {:.2}", trainable / turns);
+    assert!(
+        trainable / turns > 0.35,
+        "trainable share {:.2}",
+        trainable / turns
+    );
     // Learning the preference keeps explicit instructions: held-out prompts that ask for
     // markdown still get markdown, and the no-hint preference shows there too.
     let o = host_command_home(dir)

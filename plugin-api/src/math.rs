@@ -79,14 +79,22 @@ pub enum GroupNorm {
     Center,
     /// `A = (r - mean(group)) / (std(group) + 1e-6)`, GRPO's normalisation.
     CenterScale,
+    /// `A = r - mean(batch)`: the batch's mean reward as the baseline, for samples of one per
+    /// prompt (live turns) whose rewards lean one way (REINFORCE with a mean baseline).
+    Batch,
 }
 
 /// Per-sample advantages from per-sample rewards and group ids. The standard deviation is the
 /// unbiased one (n - 1), as torch computes it; a group of one sample gets `r - r = 0` when
 /// centred.
 pub fn group_advantages(rewards: &[f32], group_ids: &[u64], norm: GroupNorm) -> Vec<f32> {
-    if norm == GroupNorm::None {
-        return rewards.to_vec();
+    match norm {
+        GroupNorm::None => return rewards.to_vec(),
+        GroupNorm::Batch => {
+            let mean = rewards.iter().map(|&r| r as f64).sum::<f64>() / rewards.len().max(1) as f64;
+            return rewards.iter().map(|&r| (r as f64 - mean) as f32).collect();
+        }
+        _ => {}
     }
     let mut groups: std::collections::HashMap<u64, Vec<usize>> = Default::default();
     for (i, g) in group_ids.iter().enumerate() {
@@ -353,6 +361,9 @@ mod tests {
         // std of [1, -1, 1] (unbiased) = sqrt(4/3)
         let std = (4.0f64 / 3.0).sqrt();
         assert!((s[1] as f64 - (-4.0 / 3.0) / (std + 1e-6)).abs() < 1e-5);
+        // The batch's mean is every sample's baseline, whatever its group.
+        let b = group_advantages(&r, &g, GroupNorm::Batch);
+        assert_eq!(b, [0.625, -1.375, 0.625, 0.125]);
     }
 
     #[test]

@@ -22,8 +22,8 @@ use crate::episodes::{Ending, EpisodeOptions, TimedEnv};
 use crate::metrics::Metrics;
 use crate::policy::{scheduler_options, LoadOptions, ModelFiles, PolicyEngine};
 
-/// Runs `eval --env`.
-pub fn run(flags: &EvalFlags, env_spec: &str) -> Result<i32> {
+/// Runs `eval --env` on `eval_tasks` of the environment's tasks.
+pub fn run(flags: &EvalFlags, env_spec: &str, eval_tasks: usize) -> Result<i32> {
     if flags.parallel_envs == 0 || flags.max_episode_steps == 0 || flags.samples_per_prompt == 0 {
         bail!("--parallel-envs, --max-episode-steps and --samples-per-prompt must be at least 1");
     }
@@ -44,7 +44,7 @@ pub fn run(flags: &EvalFlags, env_spec: &str) -> Result<i32> {
             flags.split
         );
     }
-    tasks.truncate(flags.eval_tasks.max(1));
+    tasks.truncate(eval_tasks.max(1));
     let opts = BatchOptions {
         per_task: flags.samples_per_prompt,
         parallel: flags.parallel_envs,
@@ -55,7 +55,10 @@ pub fn run(flags: &EvalFlags, env_spec: &str) -> Result<i32> {
         },
         agent: PolicyAgentOptions {
             sampling: SamplingParams {
-                max_tokens: flags.max_new_tokens.min(u32::MAX as usize) as u32,
+                max_tokens: flags
+                    .max_new_tokens
+                    .unwrap_or(super::eval_cmd::DEFAULT_MAX_NEW_TOKENS)
+                    .min(u32::MAX as usize) as u32,
                 ..SamplingParams::default()
             },
             context: 0, // set from the model below
@@ -83,51 +86,7 @@ pub fn run(flags: &EvalFlags, env_spec: &str) -> Result<i32> {
             let _ = writeln!(w, "{}", episode_json(&env_name, per_task, r));
         }
     };
-    struct On<'a> {
-        flags: &'a EvalFlags,
-        env: &'a TimedEnv,
-        tasks: &'a [openclaw_plugin_api::Task],
-        opts: BatchOptions,
-        on_done: &'a (dyn Fn(&EpisodeRecord) + Sync),
-    }
-    impl OnBackend for On<'_> {
-        type Output = (Vec<EpisodeRecord>, BatchSummary);
-        fn run<B: Backend>(mut self, p: Placement<B>) -> Result<Self::Output>
-        where
-            Model<B>: Send + Sync,
-        {
-            let load = LoadOptions {
-                save_dir: self.flags.save_dir.clone(),
-                tokenizer: self.flags.tokenizer.clone(),
-                gguf: openclaw_engine::GgufWeights::Blocks,
-            };
-            let spec = self.flags.model_path.to_string_lossy().into_owned();
-            let files = ModelFiles::<B>::load(&spec, &load, &p.serve)?;
-            let engine = PolicyEngine::start(
-                files,
-                0,
-                // The run's defaults (batch size, in-flight limit, prefix cache).
-                scheduler_options(&crate::config::RunConfig::defaults()),
-                Arc::new(Metrics::new()),
-            );
-            self.opts.agent.context = engine.context();
-            let policy: Arc<dyn PolicyService> = Arc::new(engine);
-            Ok(run_batch(
-                self.env,
-                self.tasks,
-                policy,
-                &self.opts,
-                self.on_done,
-            ))
-        }
-    }
-    let (records, summary) = crate::backend::dispatch_generation(On {
-        flags,
-        env: &env,
-        tasks: &tasks,
-        opts,
-        on_done: &on_done,
-    })?;
+    let (records, summary) = episodes_with(flags, &flags.model_path, &env, &tasks, opts, &on_done)?;
     progress.finish_and_clear();
     if let Some(out) = out {
         out.into_inner()
@@ -176,4 +135,63 @@ pub fn run(flags: &EvalFlags, env_spec: &str) -> Result<i32> {
 /// exact tokens, ending, outcome).
 fn episode_json(env: &str, per_task: usize, r: &EpisodeRecord) -> String {
     serde_json::to_string(&r.entry(env, per_task as u32)).unwrap_or_default()
+}
+
+/// Runs `tasks` as episodes of `env` with the model `model` on the generation device, calling
+/// `on_done` as each ends; every episode and the batch's summary.
+pub(crate) fn episodes_with(
+    flags: &EvalFlags,
+    model: &std::path::Path,
+    env: &TimedEnv,
+    tasks: &[openclaw_plugin_api::Task],
+    opts: BatchOptions,
+    on_done: &(dyn Fn(&EpisodeRecord) + Sync),
+) -> Result<(Vec<EpisodeRecord>, BatchSummary)> {
+    struct On<'a> {
+        flags: &'a EvalFlags,
+        model: &'a std::path::Path,
+        env: &'a TimedEnv,
+        tasks: &'a [openclaw_plugin_api::Task],
+        opts: BatchOptions,
+        on_done: &'a (dyn Fn(&EpisodeRecord) + Sync),
+    }
+    impl OnBackend for On<'_> {
+        type Output = (Vec<EpisodeRecord>, BatchSummary);
+        fn run<B: Backend>(mut self, p: Placement<B>) -> Result<Self::Output>
+        where
+            Model<B>: Send + Sync,
+        {
+            let load = LoadOptions {
+                save_dir: self.flags.save_dir.clone(),
+                tokenizer: self.flags.tokenizer.clone(),
+                gguf: openclaw_engine::GgufWeights::Blocks,
+            };
+            let spec = self.model.to_string_lossy().into_owned();
+            let files = ModelFiles::<B>::load(&spec, &load, &p.serve)?;
+            let engine = PolicyEngine::start(
+                files,
+                0,
+                // The run's defaults (batch size, in-flight limit, prefix cache).
+                scheduler_options(&crate::config::RunConfig::defaults()),
+                Arc::new(Metrics::new()),
+            );
+            self.opts.agent.context = engine.context();
+            let policy: Arc<dyn PolicyService> = Arc::new(engine);
+            Ok(run_batch(
+                self.env,
+                self.tasks,
+                policy,
+                &self.opts,
+                self.on_done,
+            ))
+        }
+    }
+    crate::backend::dispatch_generation(On {
+        flags,
+        model,
+        env,
+        tasks,
+        opts,
+        on_done,
+    })
 }

@@ -377,10 +377,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             steps,
             rebuild,
         } => default_model_cmd::run(out.as_deref(), steps, rebuild),
-        Command::Eval(flags) => match &flags.env {
-            Some(env) => env_eval_cmd::run(&flags, env),
-            None => eval_cmd::run(&flags),
-        },
+        Command::Eval(flags) => eval_cmd::run(&flags),
         Command::JudgeAgreement { run, extra } => judge_agreement_cmd::run(&run, &extra),
         Command::Serve(flags) => serve_cmd::run(&flags),
         Command::Run(flags) => run_cmd::run(&flags),

@@ -12,6 +12,7 @@
 pub mod judge_agreement;
 pub mod load;
 pub mod stats;
+pub mod suites;
 
 pub use load::{load, EvalModel};
 pub use stats::{distinct_ratio, wilson, Share};
@@ -58,6 +59,15 @@ impl Condition {
         }
     }
 
+    /// The style an answer under this condition should have: the one its hint asks for, or
+    /// without a hint the simulated users' preference.
+    pub fn wanted(self) -> Verdict {
+        match self {
+            Condition::None | Condition::PlainHint => Verdict::Plain,
+            Condition::MarkdownHint => Verdict::Markdown,
+        }
+    }
+
     /// The user message for held-out task number `index` under this condition. The hint's
     /// phrasing rotates with the index so every phrasing is measured.
     pub fn prompt(self, task: &Task, index: usize) -> String {
@@ -95,6 +105,8 @@ pub struct EvalOptions {
     pub tokenizer: Option<PathBuf>,
     /// The save directory `latest` refers to.
     pub save_dir: PathBuf,
+    /// Prompts of a task file instead of the held-out split (`eval_tasks` then caps them).
+    pub tasks: Option<Vec<Task>>,
 }
 
 impl Default for EvalOptions {
@@ -113,6 +125,7 @@ impl Default for EvalOptions {
             examples: 2,
             tokenizer: None,
             save_dir: openclaw_models::LoadOptions::default().save_dir,
+            tasks: None,
         }
     }
 }
@@ -132,6 +145,11 @@ pub struct ConditionReport {
     pub invalid: Share,
     /// Names the subject (for arithmetic: states the correct result), over all answers.
     pub on_topic: Share,
+    /// On topic and in the style the condition wants: the one its hint asks for, or without
+    /// a hint the simulated users' preference (plain). (Absent from reports written before it
+    /// was measured, such as the shipped default model's.)
+    #[serde(default)]
+    pub followed: Share,
     /// On-topic share by task kind (animal, tips, arithmetic, concept, category).
     pub on_topic_by_kind: BTreeMap<String, Share>,
     /// Plain share by task kind.
@@ -268,7 +286,18 @@ pub fn evaluate_model<B: Backend>(
     if opts.eval_tasks == 0 || opts.samples_per_prompt == 0 || opts.conditions.is_empty() {
         bail!("an evaluation needs at least one prompt, one sample and one condition");
     }
-    let tasks = eval_tasks(opts.eval_tasks);
+    let tasks = match &opts.tasks {
+        Some(t) => t
+            .iter()
+            .take(opts.eval_tasks)
+            .cloned()
+            .enumerate()
+            .collect(),
+        None => eval_tasks(opts.eval_tasks),
+    };
+    if tasks.is_empty() {
+        bail!("an evaluation needs at least one prompt");
+    }
     let stops = crate::policy::engine::stop_ids(tokenizer);
     let render = RenderOptions {
         add_generation_prompt: true,
@@ -357,6 +386,13 @@ pub fn evaluate_model<B: Backend>(
                 markdown: Share::new(count(Verdict::Markdown), n),
                 invalid: Share::new(count(Verdict::Invalid), n),
                 on_topic: Share::new(answers.iter().filter(|a| a.1).count(), n),
+                followed: Share::new(
+                    answers
+                        .iter()
+                        .filter(|a| a.1 && a.0 == condition.wanted())
+                        .count(),
+                    n,
+                ),
                 on_topic_by_kind: by_kind
                     .iter()
                     .map(|(k, &(hit, _, all))| (k.clone(), Share::new(hit, all)))

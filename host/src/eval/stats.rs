@@ -8,7 +8,7 @@ use std::collections::HashSet;
 pub const Z95: f64 = 1.959_963_984_540_054;
 
 /// A share of samples with its 95% Wilson score interval.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Share {
     /// Samples that have the property.
     pub count: usize,

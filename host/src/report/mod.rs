@@ -4,6 +4,7 @@
 //! `series` reads logs, `plot` draws charts; [`learning_curves`] joins them the way
 //! `openclaw-host plot` does, and is there for any other caller (a benchmark report) too.
 
+pub mod bars;
 pub mod plot;
 pub mod series;
 

@@ -113,7 +113,7 @@ pub fn render_rgb(charts: &[Chart], size: (u32, u32)) -> Result<Vec<u8>> {
 
 /// Registers the embedded Noto Sans under the family names plotters asks for; `ab_glyph` has
 /// no other font source (deliberately: no system fonts on CI).
-fn register_font() -> Result<()> {
+pub(crate) fn register_font() -> Result<()> {
     static OK: OnceLock<bool> = OnceLock::new();
     let ok = *OK.get_or_init(|| {
         ["sans-serif", "serif", "monospace"].iter().all(|family| {

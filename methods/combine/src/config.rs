@@ -18,6 +18,8 @@ pub struct CombineConfig {
     pub w_rl: f32,
     /// How rewards become advantages within a group.
     pub group_norm: GroupNorm,
+    /// Whether each sample's distillation advantages are centred on their mean.
+    pub center_teacher: bool,
     /// Lower clip range: the ratio is clipped at `1 - eps_clip`.
     pub eps_clip: f32,
     /// Upper clip range: the ratio is clipped at `1 + eps_clip_high`.
@@ -51,6 +53,7 @@ impl Default for CombineConfig {
             w_opd: 1.0,
             w_rl: 1.0,
             group_norm: GroupNorm::None,
+            center_teacher: false,
             eps_clip: 0.2,
             eps_clip_high: 0.28,
             kl_coef: 0.0,

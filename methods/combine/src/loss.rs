@@ -50,7 +50,7 @@ impl Loss for CombineLoss {
 
     fn compute(&self, batch: &LossBatch) -> PluginResult<LossOutput> {
         batch.validate()?;
-        let parts = AdvantageParts::new(batch, self.config.group_norm);
+        let parts = AdvantageParts::new(batch, self.config.group_norm, self.config.center_teacher);
         let advantages = parts.combine(self.config.w_opd, self.config.w_rl);
         let mut out = self.surrogate.compute(batch, &advantages)?;
         // The two terms separately, unweighted: shows which signal drives the update.

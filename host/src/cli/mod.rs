@@ -102,7 +102,7 @@ pub enum Command {
     },
     /// Evaluate a model on held-out simulated prompts (no hint, plain hint, markdown hint):
     /// plain, markdown, invalid and on-topic shares with 95% intervals.
-    Eval(eval_cmd::EvalFlags),
+    Eval(Box<eval_cmd::EvalFlags>),
     /// Re-judge a buffer's recorded turns with a judge model (--judge-model-path or
     /// --judge-endpoint) and with the rule-based judge, through the method's reward plugin, and
     /// report how often they agree.

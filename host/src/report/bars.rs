@@ -2,8 +2,8 @@
 //! (`eval --eval-tasks` draws base and trained side by side). The drawing goes into an RGB
 //! buffer encoded as PNG, with the embedded font, as the line charts do.
 
-use super::plot::{register_font, MAX_SIDE, PALETTE};
-use anyhow::{ensure, Context, Result};
+use super::plot::{register_font, write_png, MAX_SIDE, PALETTE};
+use anyhow::{ensure, Result};
 use plotters::prelude::*;
 use std::path::Path;
 
@@ -36,24 +36,7 @@ pub fn draw_bars_png(
     path: &Path,
     size: (u32, u32),
 ) -> Result<()> {
-    let rgb = render_bars(title, series, groups, size)?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create folder {}", dir.display()))?;
-    }
-    let file =
-        std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-    let mut encoder = png::Encoder::new(std::io::BufWriter::new(file), size.0, size.1);
-    encoder.set_color(png::ColorType::Rgb);
-    encoder.set_depth(png::BitDepth::Eight);
-    let mut writer = encoder
-        .write_header()
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    writer
-        .write_image_data(&rgb)
-        .and_then(|()| writer.finish())
-        .with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
+    write_png(&render_bars(title, series, groups, size)?, size, path)
 }
 
 /// [`draw_bars_png`] into an RGB buffer, 3 bytes a pixel, row by row.

@@ -66,7 +66,11 @@ pub fn grid_size(panels: usize, panel: (u32, u32)) -> (u32, u32) {
 /// Draws `charts` (one panel each, in a [`grid`]) into a `size` PNG at `path`, creating its
 /// folder.
 pub fn draw_png(charts: &[Chart], path: &Path, size: (u32, u32)) -> Result<()> {
-    let rgb = render_rgb(charts, size)?;
+    write_png(&render_rgb(charts, size)?, size, path)
+}
+
+/// Encodes an RGB buffer of `size` as a PNG at `path`, creating its folder.
+pub(crate) fn write_png(rgb: &[u8], size: (u32, u32), path: &Path) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create folder {}", dir.display()))?;
@@ -80,7 +84,7 @@ pub fn draw_png(charts: &[Chart], path: &Path, size: (u32, u32)) -> Result<()> {
         .write_header()
         .with_context(|| format!("cannot write {}", path.display()))?;
     writer
-        .write_image_data(&rgb)
+        .write_image_data(rgb)
         .and_then(|()| writer.finish())
         .with_context(|| format!("cannot write {}", path.display()))?;
     Ok(())

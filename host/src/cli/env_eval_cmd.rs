@@ -3,24 +3,18 @@
 //! tokens as JSON Lines.
 
 use std::io::Write;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use burn::prelude::Backend;
-use openclaw_engine::Model;
-use openclaw_plugin_api::host::PolicyService;
 use openclaw_plugin_api::SamplingParams;
 use serde_json::json;
 
 use super::eval_cmd::EvalFlags;
-use crate::backend::{OnBackend, Placement};
-use crate::episodes::batch::{run_batch, BatchOptions, BatchSummary, EpisodeRecord};
+use crate::episodes::batch::{run_with_model, BatchOptions, EpisodeRecord};
 use crate::episodes::policy_agent::PolicyAgentOptions;
 use crate::episodes::setup::{open_env, EnvFiles};
-use crate::episodes::{Ending, EpisodeOptions, TimedEnv};
-use crate::metrics::Metrics;
-use crate::policy::{scheduler_options, LoadOptions, ModelFiles, PolicyEngine};
+use crate::episodes::{Ending, EpisodeOptions};
 
 /// Runs `eval --env` on `eval_tasks` of the environment's tasks.
 pub fn run(flags: &EvalFlags, env_spec: &str, eval_tasks: usize) -> Result<i32> {
@@ -86,7 +80,14 @@ pub fn run(flags: &EvalFlags, env_spec: &str, eval_tasks: usize) -> Result<i32> 
             let _ = writeln!(w, "{}", episode_json(&env_name, per_task, r));
         }
     };
-    let (records, summary) = episodes_with(flags, &flags.model_path, &env, &tasks, opts, &on_done)?;
+    let (records, summary) = run_with_model(
+        &flags.model_path.to_string_lossy(),
+        &super::eval_cmd::load_options(flags),
+        &env,
+        &tasks,
+        opts,
+        &on_done,
+    )?;
     progress.finish_and_clear();
     if let Some(out) = out {
         out.into_inner()
@@ -135,63 +136,4 @@ pub fn run(flags: &EvalFlags, env_spec: &str, eval_tasks: usize) -> Result<i32> 
 /// exact tokens, ending, outcome).
 fn episode_json(env: &str, per_task: usize, r: &EpisodeRecord) -> String {
     serde_json::to_string(&r.entry(env, per_task as u32)).unwrap_or_default()
-}
-
-/// Runs `tasks` as episodes of `env` with the model `model` on the generation device, calling
-/// `on_done` as each ends; every episode and the batch's summary.
-pub(crate) fn episodes_with(
-    flags: &EvalFlags,
-    model: &std::path::Path,
-    env: &TimedEnv,
-    tasks: &[openclaw_plugin_api::Task],
-    opts: BatchOptions,
-    on_done: &(dyn Fn(&EpisodeRecord) + Sync),
-) -> Result<(Vec<EpisodeRecord>, BatchSummary)> {
-    struct On<'a> {
-        flags: &'a EvalFlags,
-        model: &'a std::path::Path,
-        env: &'a TimedEnv,
-        tasks: &'a [openclaw_plugin_api::Task],
-        opts: BatchOptions,
-        on_done: &'a (dyn Fn(&EpisodeRecord) + Sync),
-    }
-    impl OnBackend for On<'_> {
-        type Output = (Vec<EpisodeRecord>, BatchSummary);
-        fn run<B: Backend>(mut self, p: Placement<B>) -> Result<Self::Output>
-        where
-            Model<B>: Send + Sync,
-        {
-            let load = LoadOptions {
-                save_dir: self.flags.save_dir.clone(),
-                tokenizer: self.flags.tokenizer.clone(),
-                gguf: openclaw_engine::GgufWeights::Blocks,
-            };
-            let spec = self.model.to_string_lossy().into_owned();
-            let files = ModelFiles::<B>::load(&spec, &load, &p.serve)?;
-            let engine = PolicyEngine::start(
-                files,
-                0,
-                // The run's defaults (batch size, in-flight limit, prefix cache).
-                scheduler_options(&crate::config::RunConfig::defaults()),
-                Arc::new(Metrics::new()),
-            );
-            self.opts.agent.context = engine.context();
-            let policy: Arc<dyn PolicyService> = Arc::new(engine);
-            Ok(run_batch(
-                self.env,
-                self.tasks,
-                policy,
-                &self.opts,
-                self.on_done,
-            ))
-        }
-    }
-    crate::backend::dispatch_generation(On {
-        flags,
-        model,
-        env,
-        tasks,
-        opts,
-        on_done,
-    })
 }

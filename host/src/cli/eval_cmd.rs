@@ -105,13 +105,11 @@ pub(crate) const DEFAULT_MAX_NEW_TOKENS: usize = 96;
 /// The agent turn budget of the coding and tool-use suites when none is given.
 const SUITE_MAX_NEW_TOKENS: usize = 512;
 
-/// Runs `eval`: the built-in world, `--env`'s tasks, or the suites.
-pub fn run(flags: &EvalFlags) -> Result<i32> {
-    match EvalTasks::parse(&flags.eval_tasks)? {
-        EvalTasks::Count(n) => match &flags.env {
-            Some(env) => super::env_eval_cmd::run(flags, env, n),
-            None => world(flags, n),
-        },
+/// Runs `eval` on what `--eval-tasks` says: the built-in world or the suites (`--env` with a
+/// number is `env_eval_cmd`'s).
+pub fn run(flags: &EvalFlags, tasks: EvalTasks) -> Result<i32> {
+    match tasks {
+        EvalTasks::Count(n) => world(flags, n),
         EvalTasks::Suites(_) | EvalTasks::File(_) if flags.env.is_some() => bail!(
             "--env evaluates one environment on a number of its tasks (--eval-tasks N); the \
              suites run in their own environments: drop --env"
@@ -344,9 +342,9 @@ fn measure(flags: &EvalFlags, suite: Suite, tasks: &SuiteTasks, model: &Path) ->
                 },
                 seed: flags.seed,
             };
-            let (records, _) = super::env_eval_cmd::episodes_with(
-                flags,
-                model,
+            let (records, _) = crate::episodes::batch::run_with_model(
+                &model.to_string_lossy(),
+                &load_options(flags),
                 &env,
                 &env_tasks,
                 opts,
@@ -409,4 +407,13 @@ fn draw_suites(report: &SuiteReport, png: &Path) -> Result<()> {
         .collect();
     let width = (240 * groups.len() as u32).clamp(480, 2400);
     draw_bars_png("eval: suites", &series, &groups, png, (width, 420))
+}
+
+/// How `eval` loads its model: GGUF weights kept in their blocks.
+pub(crate) fn load_options(flags: &EvalFlags) -> crate::policy::LoadOptions {
+    crate::policy::LoadOptions {
+        save_dir: flags.save_dir.clone(),
+        tokenizer: flags.tokenizer.clone(),
+        gguf: openclaw_engine::GgufWeights::Blocks,
+    }
 }

@@ -377,7 +377,12 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             steps,
             rebuild,
         } => default_model_cmd::run(out.as_deref(), steps, rebuild),
-        Command::Eval(flags) => eval_cmd::run(&flags),
+        Command::Eval(flags) => match crate::eval::suites::EvalTasks::parse(&flags.eval_tasks)? {
+            crate::eval::suites::EvalTasks::Count(n) if flags.env.is_some() => {
+                env_eval_cmd::run(&flags, flags.env.as_deref().expect("checked"), n)
+            }
+            tasks => eval_cmd::run(&flags, tasks),
+        },
         Command::JudgeAgreement { run, extra } => judge_agreement_cmd::run(&run, &extra),
         Command::Serve(flags) => serve_cmd::run(&flags),
         Command::Run(flags) => run_cmd::run(&flags),

@@ -12,7 +12,12 @@ use serde::Serialize;
 
 use super::policy_agent::{PolicyAgent, PolicyAgentOptions};
 use super::{Ending, Episode, EpisodeOptions, TimedEnv};
+use crate::backend::{OnBackend, Placement};
 use crate::buffer::record::EpisodeEntry;
+use crate::metrics::Metrics;
+use crate::policy::{scheduler_options, LoadOptions, ModelFiles, PolicyEngine};
+use burn::prelude::Backend;
+use openclaw_engine::Model;
 
 /// Settings of [`run_batch`].
 #[derive(Clone, Debug)]
@@ -255,4 +260,57 @@ pub fn summarise(records: &[EpisodeRecord], seconds: f64) -> BatchSummary {
             0.0
         },
     }
+}
+
+/// Runs `tasks` as episodes of `env` with the model `model` names (loaded with `load`) on the
+/// generation device, calling `on_done` as each ends; every episode and the batch's summary.
+pub fn run_with_model(
+    model: &str,
+    load: &LoadOptions,
+    env: &TimedEnv,
+    tasks: &[Task],
+    opts: BatchOptions,
+    on_done: &(dyn Fn(&EpisodeRecord) + Sync),
+) -> anyhow::Result<(Vec<EpisodeRecord>, BatchSummary)> {
+    struct On<'a> {
+        model: &'a str,
+        load: &'a LoadOptions,
+        env: &'a TimedEnv,
+        tasks: &'a [Task],
+        opts: BatchOptions,
+        on_done: &'a (dyn Fn(&EpisodeRecord) + Sync),
+    }
+    impl OnBackend for On<'_> {
+        type Output = (Vec<EpisodeRecord>, BatchSummary);
+        fn run<B: Backend>(mut self, p: Placement<B>) -> anyhow::Result<Self::Output>
+        where
+            Model<B>: Send + Sync,
+        {
+            let files = ModelFiles::<B>::load(self.model, self.load, &p.serve)?;
+            let engine = PolicyEngine::start(
+                files,
+                0,
+                // The run's defaults (batch size, in-flight limit, prefix cache).
+                scheduler_options(&crate::config::RunConfig::defaults()),
+                Arc::new(Metrics::new()),
+            );
+            self.opts.agent.context = engine.context();
+            let policy: Arc<dyn PolicyService> = Arc::new(engine);
+            Ok(run_batch(
+                self.env,
+                self.tasks,
+                policy,
+                &self.opts,
+                self.on_done,
+            ))
+        }
+    }
+    crate::backend::dispatch_generation(On {
+        model,
+        load,
+        env,
+        tasks,
+        opts,
+        on_done,
+    })
 }

@@ -1,5 +1,7 @@
 //! Answers to tasks in two styles: plain prose, or markdown with headings, bold words and
-//! numbered lists. Two phrasings of each, so a model trained on them has choices to make.
+//! numbered lists. Four plain phrasings of each and two markdown ones, so a model trained on
+//! them has choices to make, and a model that learns to answer plainly still has several ways to
+//! say it (with two, half of any two answers to one prompt were the same text).
 
 use crate::tasks::{Task, TaskKind, ANIMALS, CATEGORIES, CONCEPTS, TIPS};
 use rand::Rng;
@@ -33,7 +35,13 @@ fn arithmetic_parts(subject: &str) -> (u32, &str, u32) {
 
 /// An answer to `task` in `style`; `rng` picks the phrasing and, for categories, the items.
 pub fn answer(task: &Task, style: Style, rng: &mut impl Rng) -> String {
-    let v = rng.random_bool(0.5);
+    let k = rng.random_range(0..4u8);
+    // Markdown has two phrasings, plain four: `v` picks the markdown one.
+    let v = k % 2 == 0;
+    let p = match style {
+        Style::Plain => k,
+        Style::Markdown => 4,
+    };
     let s = task.subject.as_str();
     match (task.kind, style) {
         (TaskKind::Animal, _) => {
@@ -43,11 +51,13 @@ pub fn answer(task: &Task, style: Style, rng: &mut impl Rng) -> String {
                 "many things",
                 "being interesting",
             ));
-            match (style, v) {
-                (Style::Plain, true) => format!("The {s} is an animal that lives {home}. It eats {food} and is known for {known}."),
-                (Style::Plain, false) => format!("A {s} lives {home} and eats {food}. People know it for {known}."),
-                (Style::Markdown, true) => format!("## The {}\n\nThe {s} lives **{home}**.\n\n1. **Diet:** {food}\n2. **Known for:** {known}", capitalise(s)),
-                (Style::Markdown, false) => format!("Here are some facts about the {s}:\n\n1. **Home:** {home}\n2. **Food:** {food}\n3. **Known for:** {known}"),
+            match (p, v) {
+                (0, _) => format!("The {s} is an animal that lives {home}. It eats {food} and is known for {known}."),
+                (1, _) => format!("A {s} lives {home} and eats {food}. People know it for {known}."),
+                (2, _) => format!("You can find the {s} {home}, where it eats {food}. It is best known for {known}."),
+                (3, _) => format!("The {s} makes its home {home} and lives on {food}. What stands out about it is {known}."),
+                (_, true) => format!("## The {}\n\nThe {s} lives **{home}**.\n\n1. **Diet:** {food}\n2. **Known for:** {known}", capitalise(s)),
+                (_, false) => format!("Here are some facts about the {s}:\n\n1. **Home:** {home}\n2. **Food:** {food}\n3. **Known for:** {known}"),
             }
         }
         (TaskKind::Tips, _) => {
@@ -56,23 +66,33 @@ pub fn answer(task: &Task, style: Style, rng: &mut impl Rng) -> String {
                 "be patient",
                 "keep practicing",
             ]);
-            match (style, v) {
-                (Style::Plain, true) => format!(
+            match (p, v) {
+                (0, _) => format!(
                     "For {s}, {} and {}. It also helps to {}.",
                     tips[0], tips[1], tips[2]
                 ),
-                (Style::Plain, false) => format!(
+                (1, _) => format!(
                     "To get better at {s}, {}. You should also {} and {}.",
                     tips[0], tips[1], tips[2]
                 ),
-                (Style::Markdown, true) => format!(
+                (2, _) => format!(
+                    "When it comes to {s}, the best advice is to {} and {}. Try to {} as well.",
+                    tips[0], tips[1], tips[2]
+                ),
+                (3, _) => format!(
+                    "{}, {} and {}: these three habits make {s} easier.",
+                    capitalise(tips[0]),
+                    tips[1],
+                    tips[2]
+                ),
+                (_, true) => format!(
                     "## Tips for {}\n\n1. **{}**\n2. **{}**\n3. **{}**",
                     capitalise(s),
                     capitalise(tips[0]),
                     capitalise(tips[1]),
                     capitalise(tips[2])
                 ),
-                (Style::Markdown, false) => format!(
+                (_, false) => format!(
                     "Here are three tips for {s}:\n\n1. **{}**\n2. **{}**\n3. **{}**",
                     capitalise(tips[0]),
                     capitalise(tips[1]),
@@ -86,11 +106,13 @@ pub fn answer(task: &Task, style: Style, rng: &mut impl Rng) -> String {
                 "an idea",
                 "it is useful",
             ));
-            match (style, v) {
-                (Style::Plain, true) => format!("{} is {what}. In short, {more}.", capitalise(s)),
-                (Style::Plain, false) => format!("Put simply, {s} is {what}, and {more}."),
-                (Style::Markdown, true) => format!("## {}\n\n**{}** is {what}.\n\n1. **Key fact:** {more}", capitalise(s), capitalise(s)),
-                (Style::Markdown, false) => format!("Here is {s} in brief:\n\n1. **Meaning:** {what}\n2. **Why it matters:** {more}"),
+            match (p, v) {
+                (0, _) => format!("{} is {what}. In short, {more}.", capitalise(s)),
+                (1, _) => format!("Put simply, {s} is {what}, and {more}."),
+                (2, _) => format!("{} means {what}. This matters because {more}.", capitalise(s)),
+                (3, _) => format!("In simple words, {s} is {what}. One thing to know is that {more}."),
+                (_, true) => format!("## {}\n\n**{}** is {what}.\n\n1. **Key fact:** {more}", capitalise(s), capitalise(s)),
+                (_, false) => format!("Here is {s} in brief:\n\n1. **Meaning:** {what}\n2. **Why it matters:** {more}"),
             }
         }
         (TaskKind::Category, _) => {
@@ -106,22 +128,30 @@ pub fn answer(task: &Task, style: Style, rng: &mut impl Rng) -> String {
                 .filter(|(i, _)| *i != skip)
                 .map(|(_, x)| *x)
                 .collect();
-            match (style, v) {
-                (Style::Plain, true) => format!(
+            match (p, v) {
+                (0, _) => format!(
                     "Three {s} are {}, {} and {}. They are all easy to recognise.",
                     pick[0], pick[1], pick[2]
                 ),
-                (Style::Plain, false) => format!(
+                (1, _) => format!(
                     "Some well known {s} are {}, {} and {}, and there are many more.",
                     pick[0], pick[1], pick[2]
                 ),
-                (Style::Markdown, true) => format!(
+                (2, _) => format!(
+                    "Examples of {s} include {}, {} and {}.",
+                    pick[0], pick[1], pick[2]
+                ),
+                (3, _) => format!(
+                    "If you need {s}, think of {}, {} or {}. Each one is a common example.",
+                    pick[0], pick[1], pick[2]
+                ),
+                (_, true) => format!(
                     "## Three {s}\n\n1. **{}**\n2. **{}**\n3. **{}**",
                     capitalise(pick[0]),
                     capitalise(pick[1]),
                     capitalise(pick[2])
                 ),
-                (Style::Markdown, false) => format!(
+                (_, false) => format!(
                     "Here are three {s}:\n\n1. **{}**\n2. **{}**\n3. **{}**",
                     capitalise(pick[0]),
                     capitalise(pick[1]),
@@ -132,11 +162,13 @@ pub fn answer(task: &Task, style: Style, rng: &mut impl Rng) -> String {
         (TaskKind::Arithmetic, _) => {
             let (a, op, b) = arithmetic_parts(s);
             let r = &task.must_mention;
-            match (style, v) {
-                (Style::Plain, true) => format!("The answer is {r}, because {a} {op} {b} equals {r}."),
-                (Style::Plain, false) => format!("{a} {op} {b} equals {r}, so the answer is {r}."),
-                (Style::Markdown, true) => format!("## Answer\n\n**{a} {op} {b} = {r}**\n\n1. Take {a} {op} {b}.\n2. The result is **{r}**."),
-                (Style::Markdown, false) => format!("Here is the calculation:\n\n1. **Numbers:** {a} and {b}\n2. **Result:** {r}"),
+            match (p, v) {
+                (0, _) => format!("The answer is {r}, because {a} {op} {b} equals {r}."),
+                (1, _) => format!("{a} {op} {b} equals {r}, so the answer is {r}."),
+                (2, _) => format!("If you work out {a} {op} {b}, you get {r}."),
+                (3, _) => format!("{a} {op} {b} makes {r}. So the result is {r}."),
+                (_, true) => format!("## Answer\n\n**{a} {op} {b} = {r}**\n\n1. Take {a} {op} {b}.\n2. The result is **{r}**."),
+                (_, false) => format!("Here is the calculation:\n\n1. **Numbers:** {a} and {b}\n2. **Result:** {r}"),
             }
         }
     }
@@ -182,8 +214,10 @@ mod tests {
         let mut rng = StdRng::seed_from_u64(1);
         for task in all_tasks() {
             for style in [Style::Plain, Style::Markdown] {
-                for _ in 0..2 {
+                let mut seen = std::collections::HashSet::new();
+                for _ in 0..32 {
                     let a = answer(&task, style, &mut rng);
+                    seen.insert(a.clone());
                     let want = match style {
                         Style::Plain => Verdict::Plain,
                         Style::Markdown => Verdict::Markdown,
@@ -191,6 +225,12 @@ mod tests {
                     assert_eq!(classify(&a, true), want, "{}: {a}", task.prompt);
                     assert!(on_topic(&task, &a), "{}: {a}", task.prompt);
                 }
+                // Every phrasing is drawn (categories also vary their items).
+                let phrasings = match style {
+                    Style::Plain => 4,
+                    Style::Markdown => 2,
+                };
+                assert!(seen.len() >= phrasings, "{}: {seen:?}", task.prompt);
             }
         }
     }

@@ -97,8 +97,8 @@ pub fn build(recipe: &Recipe, out: &Path, show_progress: bool) -> Result<BuildRe
     let tokenizer = tokenizer?;
     let template = ChatTemplate::from_dir(out)?;
 
-    // Many conversations repeat (about 1k prompts, two phrasings per style): tokenize each
-    // distinct one once.
+    // Many conversations repeat (about 1k prompts, four plain and two markdown phrasings):
+    // tokenize each distinct one once.
     let mut seen: HashMap<(String, String), Vec<SftExample>> = HashMap::new();
     let mut examples = Vec::with_capacity(convs.len());
     for c in &convs {

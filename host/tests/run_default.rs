@@ -99,24 +99,24 @@ fn held_out(dir: &std::path::Path, model: &str) -> Value {
 
 /// The distinct-answer ratio of a condition of an `eval --json` report.
 fn held_out_distinct(eval: &Value, condition: &str) -> f64 {
+    condition_of(eval, condition)["distinct_ratio"]
+        .as_f64()
+        .unwrap()
+}
+
+/// One condition of an `eval --json` report.
+fn condition_of<'a>(eval: &'a Value, condition: &str) -> &'a Value {
     eval["conditions"]
         .as_array()
         .unwrap()
         .iter()
         .find(|c| c["condition"] == condition)
-        .unwrap()["distinct_ratio"]
-        .as_f64()
         .unwrap()
 }
 
 /// A share of a condition of an `eval --json` report.
 fn share(eval: &Value, condition: &str, what: &str) -> f64 {
-    eval["conditions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["condition"] == condition)
-        .unwrap()[what]["value"]
+    condition_of(eval, condition)[what]["value"]
         .as_f64()
         .unwrap()
 }

@@ -25,6 +25,24 @@ fn capitalise(s: &str) -> String {
     }
 }
 
+/// How many phrasings of an answer `style` has.
+fn phrasings(style: Style) -> u8 {
+    match style {
+        Style::Plain => 4,
+        Style::Markdown => 2,
+    }
+}
+
+/// `1. **A**` ... `3. **C**`, each item capitalised.
+fn bold_list(items: [&str; 3]) -> String {
+    format!(
+        "1. **{}**\n2. **{}**\n3. **{}**",
+        capitalise(items[0]),
+        capitalise(items[1]),
+        capitalise(items[2])
+    )
+}
+
 fn arithmetic_parts(subject: &str) -> (u32, &str, u32) {
     let mut it = subject.split(' ');
     let a = it.next().and_then(|x| x.parse().ok()).unwrap_or(0);
@@ -35,13 +53,8 @@ fn arithmetic_parts(subject: &str) -> (u32, &str, u32) {
 
 /// An answer to `task` in `style`; `rng` picks the phrasing and, for categories, the items.
 pub fn answer(task: &Task, style: Style, rng: &mut impl Rng) -> String {
-    let k = rng.random_range(0..4u8);
-    // Markdown has two phrasings, plain four: `v` picks the markdown one.
-    let v = k % 2 == 0;
-    let p = match style {
-        Style::Plain => k,
-        Style::Markdown => 4,
-    };
+    // One draw for either style, so that both consume the generator alike.
+    let k = rng.random_range(0..4u8) % phrasings(style);
     let s = task.subject.as_str();
     match (task.kind, style) {
         (TaskKind::Animal, _) => {
@@ -51,13 +64,13 @@ pub fn answer(task: &Task, style: Style, rng: &mut impl Rng) -> String {
                 "many things",
                 "being interesting",
             ));
-            match (p, v) {
-                (0, _) => format!("The {s} is an animal that lives {home}. It eats {food} and is known for {known}."),
-                (1, _) => format!("A {s} lives {home} and eats {food}. People know it for {known}."),
-                (2, _) => format!("You can find the {s} {home}, where it eats {food}. It is best known for {known}."),
-                (3, _) => format!("The {s} makes its home {home} and lives on {food}. What stands out about it is {known}."),
-                (_, true) => format!("## The {}\n\nThe {s} lives **{home}**.\n\n1. **Diet:** {food}\n2. **Known for:** {known}", capitalise(s)),
-                (_, false) => format!("Here are some facts about the {s}:\n\n1. **Home:** {home}\n2. **Food:** {food}\n3. **Known for:** {known}"),
+            match (style, k) {
+                (Style::Plain, 0) => format!("The {s} is an animal that lives {home}. It eats {food} and is known for {known}."),
+                (Style::Plain, 1) => format!("A {s} lives {home} and eats {food}. People know it for {known}."),
+                (Style::Plain, 2) => format!("You can find the {s} {home}, where it eats {food}. It is best known for {known}."),
+                (Style::Plain, _) => format!("The {s} makes its home {home} and lives on {food}. What stands out about it is {known}."),
+                (Style::Markdown, 0) => format!("## The {}\n\nThe {s} lives **{home}**.\n\n1. **Diet:** {food}\n2. **Known for:** {known}", capitalise(s)),
+                (Style::Markdown, _) => format!("Here are some facts about the {s}:\n\n1. **Home:** {home}\n2. **Food:** {food}\n3. **Known for:** {known}"),
             }
         }
         (TaskKind::Tips, _) => {
@@ -66,38 +79,31 @@ pub fn answer(task: &Task, style: Style, rng: &mut impl Rng) -> String {
                 "be patient",
                 "keep practicing",
             ]);
-            match (p, v) {
-                (0, _) => format!(
+            match (style, k) {
+                (Style::Plain, 0) => format!(
                     "For {s}, {} and {}. It also helps to {}.",
                     tips[0], tips[1], tips[2]
                 ),
-                (1, _) => format!(
+                (Style::Plain, 1) => format!(
                     "To get better at {s}, {}. You should also {} and {}.",
                     tips[0], tips[1], tips[2]
                 ),
-                (2, _) => format!(
+                (Style::Plain, 2) => format!(
                     "When it comes to {s}, the best advice is to {} and {}. Try to {} as well.",
                     tips[0], tips[1], tips[2]
                 ),
-                (3, _) => format!(
+                (Style::Plain, _) => format!(
                     "{}, {} and {}: these three habits make {s} easier.",
                     capitalise(tips[0]),
                     tips[1],
                     tips[2]
                 ),
-                (_, true) => format!(
-                    "## Tips for {}\n\n1. **{}**\n2. **{}**\n3. **{}**",
-                    capitalise(s),
-                    capitalise(tips[0]),
-                    capitalise(tips[1]),
-                    capitalise(tips[2])
-                ),
-                (_, false) => format!(
-                    "Here are three tips for {s}:\n\n1. **{}**\n2. **{}**\n3. **{}**",
-                    capitalise(tips[0]),
-                    capitalise(tips[1]),
-                    capitalise(tips[2])
-                ),
+                (Style::Markdown, 0) => {
+                    format!("## Tips for {}\n\n{}", capitalise(s), bold_list(tips))
+                }
+                (Style::Markdown, _) => {
+                    format!("Here are three tips for {s}:\n\n{}", bold_list(tips))
+                }
             }
         }
         (TaskKind::Concept, _) => {
@@ -106,13 +112,13 @@ pub fn answer(task: &Task, style: Style, rng: &mut impl Rng) -> String {
                 "an idea",
                 "it is useful",
             ));
-            match (p, v) {
-                (0, _) => format!("{} is {what}. In short, {more}.", capitalise(s)),
-                (1, _) => format!("Put simply, {s} is {what}, and {more}."),
-                (2, _) => format!("{} means {what}. This matters because {more}.", capitalise(s)),
-                (3, _) => format!("In simple words, {s} is {what}. One thing to know is that {more}."),
-                (_, true) => format!("## {}\n\n**{}** is {what}.\n\n1. **Key fact:** {more}", capitalise(s), capitalise(s)),
-                (_, false) => format!("Here is {s} in brief:\n\n1. **Meaning:** {what}\n2. **Why it matters:** {more}"),
+            match (style, k) {
+                (Style::Plain, 0) => format!("{} is {what}. In short, {more}.", capitalise(s)),
+                (Style::Plain, 1) => format!("Put simply, {s} is {what}, and {more}."),
+                (Style::Plain, 2) => format!("{} means {what}. This matters because {more}.", capitalise(s)),
+                (Style::Plain, _) => format!("In simple words, {s} is {what}. One thing to know is that {more}."),
+                (Style::Markdown, 0) => format!("## {}\n\n**{}** is {what}.\n\n1. **Key fact:** {more}", capitalise(s), capitalise(s)),
+                (Style::Markdown, _) => format!("Here is {s} in brief:\n\n1. **Meaning:** {what}\n2. **Why it matters:** {more}"),
             }
         }
         (TaskKind::Category, _) => {
@@ -128,47 +134,44 @@ pub fn answer(task: &Task, style: Style, rng: &mut impl Rng) -> String {
                 .filter(|(i, _)| *i != skip)
                 .map(|(_, x)| *x)
                 .collect();
-            match (p, v) {
-                (0, _) => format!(
+            match (style, k) {
+                (Style::Plain, 0) => format!(
                     "Three {s} are {}, {} and {}. They are all easy to recognise.",
                     pick[0], pick[1], pick[2]
                 ),
-                (1, _) => format!(
+                (Style::Plain, 1) => format!(
                     "Some well known {s} are {}, {} and {}, and there are many more.",
                     pick[0], pick[1], pick[2]
                 ),
-                (2, _) => format!(
+                (Style::Plain, 2) => format!(
                     "Examples of {s} include {}, {} and {}.",
                     pick[0], pick[1], pick[2]
                 ),
-                (3, _) => format!(
+                (Style::Plain, _) => format!(
                     "If you need {s}, think of {}, {} or {}. Each one is a common example.",
                     pick[0], pick[1], pick[2]
                 ),
-                (_, true) => format!(
-                    "## Three {s}\n\n1. **{}**\n2. **{}**\n3. **{}**",
-                    capitalise(pick[0]),
-                    capitalise(pick[1]),
-                    capitalise(pick[2])
-                ),
-                (_, false) => format!(
-                    "Here are three {s}:\n\n1. **{}**\n2. **{}**\n3. **{}**",
-                    capitalise(pick[0]),
-                    capitalise(pick[1]),
-                    capitalise(pick[2])
-                ),
+                (Style::Markdown, 0) => {
+                    format!("## Three {s}\n\n{}", bold_list([pick[0], pick[1], pick[2]]))
+                }
+                (Style::Markdown, _) => {
+                    format!(
+                        "Here are three {s}:\n\n{}",
+                        bold_list([pick[0], pick[1], pick[2]])
+                    )
+                }
             }
         }
         (TaskKind::Arithmetic, _) => {
             let (a, op, b) = arithmetic_parts(s);
             let r = &task.must_mention;
-            match (p, v) {
-                (0, _) => format!("The answer is {r}, because {a} {op} {b} equals {r}."),
-                (1, _) => format!("{a} {op} {b} equals {r}, so the answer is {r}."),
-                (2, _) => format!("If you work out {a} {op} {b}, you get {r}."),
-                (3, _) => format!("{a} {op} {b} makes {r}. So the result is {r}."),
-                (_, true) => format!("## Answer\n\n**{a} {op} {b} = {r}**\n\n1. Take {a} {op} {b}.\n2. The result is **{r}**."),
-                (_, false) => format!("Here is the calculation:\n\n1. **Numbers:** {a} and {b}\n2. **Result:** {r}"),
+            match (style, k) {
+                (Style::Plain, 0) => format!("The answer is {r}, because {a} {op} {b} equals {r}."),
+                (Style::Plain, 1) => format!("{a} {op} {b} equals {r}, so the answer is {r}."),
+                (Style::Plain, 2) => format!("If you work out {a} {op} {b}, you get {r}."),
+                (Style::Plain, _) => format!("{a} {op} {b} makes {r}. So the result is {r}."),
+                (Style::Markdown, 0) => format!("## Answer\n\n**{a} {op} {b} = {r}**\n\n1. Take {a} {op} {b}.\n2. The result is **{r}**."),
+                (Style::Markdown, _) => format!("Here is the calculation:\n\n1. **Numbers:** {a} and {b}\n2. **Result:** {r}"),
             }
         }
     }
@@ -226,11 +229,11 @@ mod tests {
                     assert!(on_topic(&task, &a), "{}: {a}", task.prompt);
                 }
                 // Every phrasing is drawn (categories also vary their items).
-                let phrasings = match style {
-                    Style::Plain => 4,
-                    Style::Markdown => 2,
-                };
-                assert!(seen.len() >= phrasings, "{}: {seen:?}", task.prompt);
+                assert!(
+                    seen.len() >= phrasings(style) as usize,
+                    "{}: {seen:?}",
+                    task.prompt
+                );
             }
         }
     }

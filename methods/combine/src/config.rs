@@ -79,7 +79,15 @@ impl CombineConfig {
         check_eps("eps_clip", self.eps_clip)?;
         check_eps("eps_clip_high", self.eps_clip_high)?;
         check_non_negative("kl_coef", self.kl_coef)?;
-        check_non_negative("tis_cap", self.tis_cap)
+        check_non_negative("tis_cap", self.tis_cap)?;
+        if self.center_teacher && self.w_opd == 0.0 {
+            return Err(
+                "center_teacher = true centres the distillation term, and w_opd = 0 \
+                        drops that term: set w_opd, or leave center_teacher out"
+                    .into(),
+            );
+        }
+        Ok(())
     }
 }
 
@@ -116,21 +124,37 @@ pub struct CombineRewardConfig {
     /// The most characters of the response, and of the next state, the judge reads; longer
     /// text loses its middle. 0: no limit.
     pub max_judge_chars: usize,
+    /// Whether the hint judge and the hinted teacher run: the loss's `w_opd` is not 0 (not a
+    /// key of the table: it follows from `w_opd`).
+    #[serde(skip)]
+    pub distill: bool,
 }
 
 impl Default for CombineRewardConfig {
     fn default() -> Self {
         CombineRewardConfig {
             max_judge_chars: 16_000,
+            distill: true,
         }
     }
 }
 
-/// The whole file as the reward reads it: the loss's keys are not its business.
-#[derive(Default, Deserialize)]
+/// The whole file as the reward reads it: its `[reward]` table and, of the loss's keys, only
+/// `w_opd` (a loss without the distillation term needs no hints).
+#[derive(Deserialize)]
 #[serde(crate = "openclaw_plugin_api::serde", default)]
 struct RewardFile {
     reward: CombineRewardConfig,
+    w_opd: f32,
+}
+
+impl Default for RewardFile {
+    fn default() -> Self {
+        RewardFile {
+            reward: CombineRewardConfig::default(),
+            w_opd: CombineConfig::default().w_opd,
+        }
+    }
 }
 
 impl CombineRewardConfig {
@@ -138,7 +162,10 @@ impl CombineRewardConfig {
     pub fn parse(text: &str) -> Result<Self, String> {
         let file: RewardFile = parse_config(text)?;
         file.reward.validate()?;
-        Ok(file.reward)
+        Ok(CombineRewardConfig {
+            distill: file.w_opd != 0.0,
+            ..file.reward
+        })
     }
 
     /// Checks every value's range; the error names the key and the bad value.
@@ -227,6 +254,20 @@ mod tests {
         assert!(e.contains("rewards"), "{e}");
         CombineConfig::parse("[reward]\nmax_judge_chars = 3").unwrap();
         CombineRewardConfig::parse("w_opd = nan").unwrap();
+    }
+
+    #[test]
+    fn without_the_distillation_term_there_are_no_hints_to_centre() {
+        assert!(CombineRewardConfig::parse(DEFAULT_CONFIG).unwrap().distill);
+        assert!(!CombineRewardConfig::parse("w_opd = 0.0").unwrap().distill);
+        assert!(CombineRewardConfig::parse("w_opd = 0.5").unwrap().distill);
+        let e = CombineConfig::parse("w_opd = 0.0\ncenter_teacher = true").unwrap_err();
+        assert!(
+            e.contains("center_teacher") && e.contains("w_opd = 0"),
+            "{e}"
+        );
+        CombineConfig::parse("w_opd = 0.5\ncenter_teacher = true").unwrap();
+        CombineConfig::parse("w_opd = 0.0").unwrap();
     }
 
     #[test]

@@ -5,7 +5,7 @@ use crate::config::CombineRewardConfig;
 use openclaw_judging::{
     distill, judge_input, prm_votes, run_both, unjudged_score, Distillation, PrmVerdict,
 };
-use openclaw_plugin_api::serde_json::json;
+use openclaw_plugin_api::serde_json::{json, Value};
 use openclaw_plugin_api::{HostServices, Judge, PluginResult, Policy, Reward, Score, ScoreRequest};
 
 /// Runs both judges on each main turn with a next state: the hint judge of opd (and, when it
@@ -44,16 +44,21 @@ pub fn sample_kind(has_teacher: bool, rl_score: f32) -> &'static str {
     }
 }
 
-/// The score of a turn both judges have seen.
-pub fn combined_score(d: Distillation, rl: PrmVerdict) -> Score {
-    let Distillation { verdict, teacher } = d;
+/// The score of a turn the judges have seen; `d` is `None` when the hint judge was not asked
+/// (`w_opd = 0`), and the metadata's `hint_judge` is then null.
+pub fn combined_score(d: Option<Distillation>, rl: PrmVerdict) -> Score {
+    let (hint_judge, hint_judge_text) = match &d {
+        Some(d) => (d.verdict.summary(), json!(d.verdict.judge_text)),
+        None => (Value::Null, Value::Null),
+    };
+    let Distillation { verdict, teacher } = d.unwrap_or_default();
     let kind = sample_kind(teacher.is_some(), rl.score);
     let metadata = json!({
         "judged": true,
         "sample": kind,
         "rl": rl.summary(),
-        "hint_judge": verdict.summary(),
-        "hint_judge_text": verdict.judge_text,
+        "hint_judge": hint_judge,
+        "hint_judge_text": hint_judge_text,
     });
     Score {
         // The RL score is the reward in every row: 0 where it is 0.
@@ -103,6 +108,11 @@ impl Reward for CombineReward {
             Err(reason) => return Ok(unjudged_score(reason)),
         };
         let settings = &request.judge;
+        if !self.config.distill {
+            // w_opd = 0: the loss reads no teacher, so no hint is asked for.
+            let rl = prm_votes(&self.prm_judge, &input, settings)?;
+            return Ok(combined_score(None, rl));
+        }
         // The combined loss has no top-k term, so the teacher is asked for none.
         let (d, rl) = run_both(
             || {
@@ -117,7 +127,7 @@ impl Reward for CombineReward {
             },
             || prm_votes(&self.prm_judge, &input, settings),
         )?;
-        Ok(combined_score(d, rl))
+        Ok(combined_score(Some(d), rl))
     }
 }
 
@@ -183,13 +193,17 @@ mod tests {
     }
 
     fn setup(judge: ScriptedJudge) -> Setup {
+        setup_with(crate::DEFAULT_CONFIG, judge)
+    }
+
+    fn setup_with(config: &str, judge: ScriptedJudge) -> Setup {
         let judge = Arc::new(judge);
         let teacher = Arc::new(ScriptedPolicy::default());
         let host = HostServices::builder()
             .judge(judge.clone())
             .teacher(teacher.clone())
             .build();
-        let reward = CombineReward::new(crate::DEFAULT_CONFIG, host).unwrap();
+        let reward = CombineReward::new(config, host).unwrap();
         Setup {
             judge,
             teacher,
@@ -248,6 +262,29 @@ mod tests {
         assert!(score.hint.is_none());
         assert!(s.teacher.scored.lock().unwrap().is_empty());
         assert_eq!(metadata(&score)["sample"], "rl");
+    }
+
+    #[test]
+    fn without_the_distillation_term_only_the_score_is_asked_for() {
+        let s = setup_with("w_opd = 0.0", judge(WITH_HINT, "they moved on \\boxed{1}"));
+        let score = s.reward.score(&request(Some(("user", "thanks")))).unwrap();
+        assert_eq!((score.value, score.trainable), (1.0, true));
+        assert!(score.teacher_logprobs.is_none() && score.hint.is_none());
+        // One call, the score prompt; the teacher never scores.
+        assert_eq!(s.judge.calls(), 1);
+        assert!(!is_hint_judge(&s.judge.requests.lock().unwrap()[0]));
+        assert!(s.teacher.scored.lock().unwrap().is_empty());
+        let m = metadata(&score);
+        assert_eq!(m["sample"], "rl");
+        assert!(m["hint_judge"].is_null(), "{m}");
+        // A zero score gives no sample, as without a hint.
+        let s = setup_with("w_opd = 0.0", judge(WITH_HINT, "\\boxed{0}"));
+        assert!(
+            !s.reward
+                .score(&request(Some(("user", "ok"))))
+                .unwrap()
+                .trainable
+        );
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Combined plugin: on-policy distillation and binary RL in one sample and one advantage.
 //!
 //! The reward kind runs the hint judge (with the hinted teacher) and the binary-RL votes on
-//! each turn concurrently and merges them into at most one sample. In the loss, each token's
+//! each turn concurrently and merges them into at most one sample (with `w_opd = 0` it runs the
+//! binary-RL votes alone, and the samples are binary-rl's). In the loss, each token's
 //! advantage is `w_opd·(teacher_logp - old_logp) + w_rl·A_rl`, where the teacher
 //! term is 0 for samples without a teacher and `A_rl` is the reward advantage of binary-rl;
 //! the loss is the asymmetric PPO clipped surrogate, optionally with a k3 KL penalty and a
@@ -19,7 +20,7 @@ pub use reward::{combined_score, sample_kind, CombineReward};
 
 openclaw_plugin_api::export_plugin! {
     name: "combine",
-    description: "Hint judge with hinted teacher and majority-vote judge score on each turn, run concurrently; PPO-clip on a weighted sum of teacher-minus-student token advantages and reward advantages",
+    description: "Hint judge with hinted teacher (unless w_opd = 0) and majority-vote judge score on each turn, run concurrently; PPO-clip on a weighted sum of teacher-minus-student token advantages and reward advantages",
     default_config: include_str!("../config.toml"),
     loss: CombineLoss,
     reward: CombineReward,

@@ -18,6 +18,9 @@ use openclaw_plugin_api::{HostServices, Judge, PluginResult, Policy, Reward, Sco
 /// | yes  | 0        | teacher log-probs, reward 0 |
 /// | no   | ±1       | reward = score, no teacher log-probs (the loss's teacher term is 0) |
 /// | no   | 0        | none (not trainable) |
+///
+/// With `w_opd = 0` the loss reads no teacher, so the hint judge is not asked: every turn falls
+/// in the last two rows, as in binary-rl.
 pub struct CombineReward {
     config: CombineRewardConfig,
     /// The hint judge (`JUDGE_MODEL_PATH`).

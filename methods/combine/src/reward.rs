@@ -5,7 +5,7 @@ use crate::config::CombineRewardConfig;
 use openclaw_judging::{
     distill, judge_input, prm_votes, run_both, unjudged_score, Distillation, PrmVerdict,
 };
-use openclaw_plugin_api::serde_json::{json, Value};
+use openclaw_plugin_api::serde_json::json;
 use openclaw_plugin_api::{HostServices, Judge, PluginResult, Policy, Reward, Score, ScoreRequest};
 
 /// Runs both judges on each main turn with a next state: the hint judge of opd (and, when it
@@ -50,18 +50,14 @@ pub fn sample_kind(has_teacher: bool, rl_score: f32) -> &'static str {
 /// The score of a turn the judges have seen; `d` is `None` when the hint judge was not asked
 /// (`w_opd = 0`), and the metadata's `hint_judge` is then null.
 pub fn combined_score(d: Option<Distillation>, rl: PrmVerdict) -> Score {
-    let (hint_judge, hint_judge_text) = match &d {
-        Some(d) => (d.verdict.summary(), json!(d.verdict.judge_text)),
-        None => (Value::Null, Value::Null),
-    };
-    let Distillation { verdict, teacher } = d.unwrap_or_default();
+    let (verdict, teacher) = d.map_or((None, None), |d| (Some(d.verdict), d.teacher));
     let kind = sample_kind(teacher.is_some(), rl.score);
     let metadata = json!({
         "judged": true,
         "sample": kind,
         "rl": rl.summary(),
-        "hint_judge": hint_judge,
-        "hint_judge_text": hint_judge_text,
+        "hint_judge": verdict.as_ref().map(|v| v.summary()),
+        "hint_judge_text": verdict.as_ref().map(|v| &v.judge_text),
     });
     Score {
         // The RL score is the reward in every row: 0 where it is 0.
@@ -70,7 +66,7 @@ pub fn combined_score(d: Option<Distillation>, rl: PrmVerdict) -> Score {
         votes: rl.votes.into(),
         invalid_votes: rl.invalid_votes,
         hint: verdict
-            .hint
+            .and_then(|v| v.hint)
             .filter(|_| teacher.is_some())
             .map(Into::into)
             .into(),

@@ -3,7 +3,7 @@
 //! Differentiable on an autodiff backend; the same code gives plain values on the inner one.
 
 use burn::prelude::*;
-use burn::tensor::activation::log_softmax;
+use openclaw_engine::model::logprob_gather::log_softmax_gather;
 use openclaw_engine::Model;
 
 use crate::pack::Layout;
@@ -36,11 +36,12 @@ pub fn layout_logprobs<B: Backend>(
     let hidden = model.hidden_full(ids);
     let d = hidden.dims()[2];
     let hidden = hidden.reshape([layout.batch * layout.width, d]);
-    let inv_t = if temperature > 0.0 && temperature != 1.0 {
-        Some(1.0 / temperature as f64)
+    let scale = if temperature > 0.0 {
+        1.0 / temperature
     } else {
-        None
+        1.0
     };
+    let k = topk_ids.map_or(0, |(_, k)| k);
     let chunk = chunk_rows.max(1);
     // Over quantised blocks (QLoRA) the head is decoded once for every chunk.
     let head = model.decoded_head();
@@ -53,24 +54,20 @@ pub fn layout_logprobs<B: Backend>(
             TensorData::new(layout.rows[start..start + c].to_vec(), [c]),
             &device,
         );
-        let mut logits = model.lm_logits_with(hidden.clone().select(0, rows), head.as_ref());
-        if let Some(s) = inv_t {
-            logits = logits.mul_scalar(s);
+        let logits = model.lm_logits_with(hidden.clone().select(0, rows), head.as_ref());
+        // Each row's columns: its target, then its top-k ids.
+        let mut index = Vec::with_capacity(c * (1 + k));
+        for r in start..start + c {
+            index.push(layout.targets[r] as u32);
+            if let Some((ids, _)) = topk_ids {
+                index.extend_from_slice(&ids[r * k..(r + 1) * k]);
+            }
         }
-        let lsm = log_softmax(logits, 1);
-        let tgt = Tensor::<B, 2, Int>::from_data(
-            TensorData::new(layout.targets[start..start + c].to_vec(), [c, 1]),
-            &device,
-        );
-        if let Some((ids, k)) = topk_ids {
-            let part: Vec<i64> = ids[start * k..(start + c) * k]
-                .iter()
-                .map(|&t| t as i64)
-                .collect();
-            let idx = Tensor::<B, 2, Int>::from_data(TensorData::new(part, [c, k]), &device);
-            topk_parts.push(lsm.clone().gather(1, idx));
+        let picked = log_softmax_gather(logits, &index, 1 + k, scale);
+        if k > 0 {
+            topk_parts.push(picked.clone().slice([0..c, 1..1 + k]));
         }
-        logp_parts.push(lsm.gather(1, tgt).reshape([c]));
+        logp_parts.push(picked.slice([0..c, 0..1]).reshape([c]));
         start += c;
     }
     let logp = if logp_parts.is_empty() {

@@ -6,6 +6,7 @@ pub mod causal_attention;
 pub mod flex;
 pub mod host_kv;
 pub mod linear;
+pub mod logprob_gather;
 pub mod mlp;
 pub mod norm;
 pub mod prefill_matmul;

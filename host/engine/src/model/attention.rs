@@ -406,8 +406,16 @@ impl<B: Backend> Attention<B> {
             Some(n) => rms_norm_forward(n, k),
             None => k,
         };
-        let q = ctx.rope.apply_q(q).swap_dims(1, 2);
-        let k = ctx.rope.apply_k(k).swap_dims(1, 2);
+        let q = ctx.rope.apply_q(q);
+        let k = ctx.rope.apply_k(k);
+        if cache.is_none() && ctx.key_mask.is_none() && s > 1 {
+            // A training forward on the CPU: attention as one operation with its own backward.
+            if let Some(out) = super::trained_attention::try_tracked_causal(&q, &k, &v) {
+                return adapted_forward(&self.o_proj, &self.o_blocks, self.o_lora.as_ref(), out);
+            }
+        }
+        let q = q.swap_dims(1, 2);
+        let k = k.swap_dims(1, 2);
         let v = super::flex::heads_major(v);
         let (k, v) = match cache {
             Some(c) => match c.attend(&q, k, v, ctx.key_mask.as_ref()) {

@@ -99,6 +99,19 @@ pub struct Shape {
 /// The tiled causal attention (see the module doc) of `q [batch, heads, queries, dim]` and `k`,
 /// `v` `[batch, kv_heads, keys, width]`; returns `[batch, queries, heads · value_dim]`.
 pub fn causal_attention(q: Rows, k: Rows, v: Rows, batch: usize, sh: Shape) -> Vec<f32> {
+    causal_attention_lse(q, k, v, batch, sh).0
+}
+
+/// [`causal_attention`], and each query row's log-sum-exp of its scores in base 2 (scores
+/// `q · k · log2 e / √d`), `[batch, queries, heads]`: what a backward pass needs to recompute
+/// the softmax.
+pub fn causal_attention_lse(
+    q: Rows,
+    k: Rows,
+    v: Rows,
+    batch: usize,
+    sh: Shape,
+) -> (Vec<f32>, Vec<f32>) {
     let Shape {
         heads,
         kv_heads,
@@ -144,9 +157,11 @@ pub fn causal_attention(q: Rows, k: Rows, v: Rows, batch: usize, sh: Shape) -> V
     };
     let row = heads * dv;
     let mut out = vec![0f32; batch * s * row];
+    let mut lse = vec![0f32; batch * s * heads];
     out.par_chunks_mut(s * row)
+        .zip(lse.par_chunks_mut(s * heads))
         .enumerate()
-        .for_each(|(bi, out)| {
+        .for_each(|(bi, (out, lse))| {
             let kv = bi * kv_heads;
             let (kt, vp) = (
                 &kt[kv * d * tp..(kv + kv_heads) * d * tp],
@@ -156,10 +171,11 @@ pub fn causal_attention(q: Rows, k: Rows, v: Rows, batch: usize, sh: Shape) -> V
             // each tile become tasks of their own instead.
             let split_heads = batch * s.div_ceil(QUERY_TILE) < 2 * rayon::current_num_threads();
             out.par_chunks_mut(QUERY_TILE * row)
+                .zip(lse.par_chunks_mut(QUERY_TILE * heads))
                 .enumerate()
                 .for_each_init(
                     || Scratch::new(d, dvp),
-                    |scratch, (tile, out)| {
+                    |scratch, (tile, (out, lse))| {
                         let q0 = tile * QUERY_TILE;
                         let group = dims.group;
                         // Query heads that share a kv head go through together (up to
@@ -173,7 +189,8 @@ pub fn causal_attention(q: Rows, k: Rows, v: Rows, batch: usize, sh: Shape) -> V
                             .collect();
                         let run = |scratch: &mut Scratch,
                                    (kv, stack): (usize, std::ops::Range<usize>),
-                                   out: &mut [f32]| {
+                                   out: &mut [f32],
+                                   lse: &mut [f32]| {
                             stack_tile(
                                 StackInputs {
                                     q,
@@ -183,37 +200,45 @@ pub fn causal_attention(q: Rows, k: Rows, v: Rows, batch: usize, sh: Shape) -> V
                                 bi,
                                 q0,
                                 stack,
-                                out,
+                                (out, lse),
                                 dims,
                                 scratch,
                             )
                         };
                         if !split_heads || stacks.len() == 1 {
                             for stack in stacks {
-                                run(scratch, stack, out);
+                                run(scratch, stack, out, lse);
                             }
                             return;
                         }
                         // Each stack fills its own columns of a copy of the tile's rows.
-                        let parts: Vec<(std::ops::Range<usize>, Vec<f32>)> = stacks
+                        let parts: Vec<_> = stacks
                             .into_par_iter()
                             .map(|stack| {
                                 let mut part = vec![0f32; out.len()];
-                                let columns = stack.1.start * dv..stack.1.end * dv;
-                                run(&mut Scratch::new(d, dvp), stack, &mut part);
-                                (columns, part)
+                                let mut part_lse = vec![0f32; lse.len()];
+                                let heads_range = stack.1.clone();
+                                run(&mut Scratch::new(d, dvp), stack, &mut part, &mut part_lse);
+                                (heads_range, part, part_lse)
                             })
                             .collect();
-                        for (columns, part) in parts {
+                        for (hr, part, part_lse) in parts {
+                            let columns = hr.start * dv..hr.end * dv;
                             for (dst, src) in out.chunks_exact_mut(row).zip(part.chunks_exact(row))
                             {
                                 dst[columns.clone()].copy_from_slice(&src[columns.clone()]);
+                            }
+                            for (dst, src) in lse
+                                .chunks_exact_mut(heads)
+                                .zip(part_lse.chunks_exact(heads))
+                            {
+                                dst[hr.clone()].copy_from_slice(&src[hr.clone()]);
                             }
                         }
                     },
                 );
         });
-    out
+    (out, lse)
 }
 
 /// The keys and values of one kv head and the queries of every head.
@@ -231,7 +256,7 @@ fn stack_tile(
     bi: usize,
     q0: usize,
     heads: std::ops::Range<usize>,
-    out: &mut [f32],
+    (out, lse): (&mut [f32], &mut [f32]),
     dims: Dims,
     scratch: &mut Scratch,
 ) {
@@ -256,6 +281,7 @@ fn stack_tile(
         kt: inputs.kt,
         v: inputs.v,
         out,
+        lse,
         dims,
         scratch,
     })
@@ -297,13 +323,15 @@ impl Scratch {
 
 /// One query tile of query heads sharing a kv head: the scaled queries in the scratch
 /// (`[heads · m, dim]`, head-major), `kt [dim, keys_padded]`, `v [keys, value_dim_padded]` into
-/// those heads' columns of `out` (the tile's rows of `[queries, heads · value_dim]`).
+/// those heads' columns of `out` (the tile's rows of `[queries, heads · value_dim]`), and their
+/// log-sum-exps into `lse` (the tile's rows of `[queries, heads]`).
 struct QueryTile<'a> {
     q0: usize,
     heads: std::ops::Range<usize>,
     kt: &'a [f32],
     v: &'a [f32],
     out: &'a mut [f32],
+    lse: &'a mut [f32],
     dims: Dims,
     scratch: &'a mut Scratch,
 }
@@ -399,6 +427,7 @@ impl WithSimd for QueryTile<'_> {
         let row = heads * dv;
         for i in 0..rows {
             let inv = 1.0 / row_sum[i];
+            self.lse[(i % m) * heads + self.heads.start + i / m] = row_max[i] + row_sum[i].log2();
             let o = (i % m) * row + (self.heads.start + i / m) * dv;
             for (o, a) in self.out[o..o + dv]
                 .iter_mut()

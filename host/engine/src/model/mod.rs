@@ -15,6 +15,7 @@ pub mod rope;
 pub mod simd_kernels;
 pub mod small_matmul;
 pub mod swiglu;
+pub mod trained_attention;
 
 use anyhow::{bail, Result};
 use burn::module::Param;

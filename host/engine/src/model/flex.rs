@@ -16,6 +16,25 @@ pub fn as_flex<B: Backend, const D: usize>(t: Tensor<B, D>) -> Option<FlexTensor
     p.downcast::<FlexTensor>().ok().map(|b| *b)
 }
 
+/// The float tensor of burn-flex under autodiff (the trainer's CPU backend): the tensor and its
+/// node in the graph. The operations with a backward of their own downcast to it.
+pub type AdTensor =
+    <burn::backend::Autodiff<burn::backend::Flex> as burn::tensor::backend::BackendTypes>::FloatTensorPrimitive;
+
+/// `t` as contiguous f32 storage (a copy only when it is a strided or offset view), `None` for
+/// another element type.
+pub fn contiguous_f32(t: FlexTensor) -> Option<FlexTensor> {
+    if t.dtype() != burn::tensor::DType::F32 {
+        return None;
+    }
+    // `as_slice` is `None` for a strided or offset view.
+    Some(if t.as_slice::<f32>().is_some() {
+        t
+    } else {
+        t.to_contiguous()
+    })
+}
+
 /// Whether `B` is burn-flex itself (the CPU kernels apply), not wrapped in autodiff.
 pub fn is_flex<B: Backend>(device: &B::Device) -> bool {
     as_flex(Tensor::<B, 1>::zeros([1], device)).is_some()

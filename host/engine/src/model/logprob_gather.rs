@@ -18,7 +18,7 @@ use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{unary, Backward, Ops, OpsKind};
 use burn::backend::flex::FlexTensor;
-use burn::backend::{Autodiff, Flex};
+use burn::backend::Flex;
 use burn::prelude::*;
 use burn::tensor::activation::log_softmax;
 use burn::tensor::TensorPrimitive;
@@ -27,10 +27,8 @@ use rayon::prelude::*;
 use std::any::Any;
 use std::f32::consts::LOG2_E;
 
+use super::flex::{contiguous_f32, AdTensor};
 use super::simd_kernels::exp2;
-
-/// The float tensor of burn-flex under autodiff: the tensor and its node in the graph.
-type AdTensor = <Autodiff<Flex> as burn::tensor::backend::BackendTypes>::FloatTensorPrimitive;
 
 /// Rows one rayon task covers.
 const TASK_ROWS: usize = 16;
@@ -74,24 +72,11 @@ fn fused<B: Backend>(
     };
     let p: Box<dyn Any> = Box::new(p);
     let out: Box<dyn Any> = match p.downcast::<FlexTensor>() {
-        Ok(plain) => Box::new(forward(&contiguous(*plain)?, index, m, scale).0),
+        Ok(plain) => Box::new(forward(&contiguous_f32(*plain)?, index, m, scale).0),
         Err(p) => Box::new(tracked(*p.downcast::<AdTensor>().ok()?, index, m, scale)?),
     };
     let out = *out.downcast::<B::FloatTensorPrimitive>().ok()?;
     Some(Tensor::from_primitive(TensorPrimitive::Float(out)))
-}
-
-/// `t` as contiguous f32 rows, `None` for another element type.
-fn contiguous(t: FlexTensor) -> Option<FlexTensor> {
-    if t.dtype() != burn::tensor::DType::F32 {
-        return None;
-    }
-    // `as_slice` is `None` for a strided or offset view.
-    Some(if t.as_slice::<f32>().is_some() {
-        t
-    } else {
-        t.to_contiguous()
-    })
 }
 
 /// The operation recorded in the graph: its backward needs the logits, each row's
@@ -110,7 +95,7 @@ struct State {
 }
 
 fn tracked(t: AdTensor, index: &[u32], m: usize, scale: f32) -> Option<AdTensor> {
-    let logits = contiguous(t.primitive.clone())?;
+    let logits = contiguous_f32(t.primitive.clone())?;
     let (out, lse) = forward(&logits, index, m, scale);
     let shape = [lse.len(), logits.as_slice::<f32>()?.len() / lse.len()];
     // Compute-bound: the backward keeps the logits it needs in its state rather than asking
@@ -143,7 +128,7 @@ impl Backward<Flex, 1> for LogSoftmaxGather {
     fn backward(self, ops: Ops<State, 1>, grads: &mut Gradients, _: &mut Checkpointer) {
         let s = ops.state;
         unary::<Flex, _>(ops.parents, ops.node, grads, |grad| {
-            let grad = contiguous(grad).expect("f32 gradients");
+            let grad = contiguous_f32(grad).expect("f32 gradients");
             let g = grad.as_slice::<f32>().expect("contiguous");
             let x = s.logits.as_slice::<f32>().expect("contiguous");
             let vocab = x.len() / s.lse.len();
@@ -273,7 +258,7 @@ mod tests {
     use super::*;
     use burn::tensor::Distribution;
 
-    type Ad = Autodiff<Flex>;
+    type Ad = burn::backend::Autodiff<Flex>;
 
     /// Logits with an odd vocabulary (a SIMD tail), large values (the maximum matters),
     /// columns repeated within a row, and a temperature.

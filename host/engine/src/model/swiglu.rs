@@ -8,19 +8,29 @@
 //! product alone (for projections with adapters). Both use one vectorized `exp2`, the same for
 //! every element, so an element's value does not depend on where it falls in a vector.
 
+use burn::backend::autodiff::checkpoint::base::Checkpointer;
+use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
+use burn::backend::autodiff::grads::Gradients;
+use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
+use burn::backend::flex::FlexTensor;
+use burn::backend::Flex;
 use burn::prelude::*;
+use burn::tensor::TensorPrimitive;
 use pulp::{Arch, Simd, WithSimd};
 use rayon::prelude::*;
+use std::any::Any;
 
-use super::flex::{as_flex, from_vec};
+use super::flex::{as_flex, contiguous_f32, from_vec, AdTensor};
 
 use super::simd_kernels::{exp2, panel, Accumulate, Operand, PAD};
 
 /// Elements one rayon task covers.
 const TASK: usize = 1 << 14;
 
-/// `silu(gate) · up` when `B` is the CPU backend and both are contiguous f32 of one shape; `None`
-/// otherwise (the caller uses burn's ops).
+/// `silu(gate) · up` when `B` is the CPU backend and both are contiguous f32 of one shape, or
+/// burn-flex under autodiff (recorded as one operation with its own backward: burn records
+/// `silu` and the product apart, with libm's `exp` forward and backward); `None` otherwise (the
+/// caller uses burn's ops).
 pub fn try_silu_mul<B: Backend, const D: usize>(
     gate: &Tensor<B, D>,
     up: &Tensor<B, D>,
@@ -29,10 +39,148 @@ pub fn try_silu_mul<B: Backend, const D: usize>(
     if dims != up.dims() {
         return None;
     }
-    let g = as_flex::<B, D>(gate.clone())?;
-    let u = as_flex::<B, D>(up.clone())?;
-    let out = silu_mul(g.as_slice::<f32>()?, u.as_slice::<f32>()?);
-    from_vec(out, dims)
+    if let (Some(g), Some(u)) = (as_flex::<B, D>(gate.clone()), as_flex::<B, D>(up.clone())) {
+        let out = silu_mul(g.as_slice::<f32>()?, u.as_slice::<f32>()?);
+        return from_vec(out, dims);
+    }
+    let prim = |t: &Tensor<B, D>| -> Option<AdTensor> {
+        let TensorPrimitive::Float(p) = t.clone().into_primitive() else {
+            return None;
+        };
+        let p: Box<dyn Any> = Box::new(p);
+        p.downcast::<AdTensor>().ok().map(|p| *p)
+    };
+    let out: Box<dyn Any> = Box::new(tracked(prim(gate)?, prim(up)?, dims.to_vec())?);
+    let out = *out.downcast::<B::FloatTensorPrimitive>().ok()?;
+    Some(Tensor::from_primitive(TensorPrimitive::Float(out)))
+}
+
+/// The product recorded in the graph; its backward needs both inputs.
+#[derive(Debug)]
+struct SiluMul;
+
+#[derive(Clone, Debug)]
+struct SiluMulState {
+    gate: FlexTensor,
+    up: FlexTensor,
+    shape: Vec<usize>,
+}
+
+fn tracked(gate: AdTensor, up: AdTensor, shape: Vec<usize>) -> Option<AdTensor> {
+    let (g, u) = (
+        contiguous_f32(gate.primitive.clone())?,
+        contiguous_f32(up.primitive.clone())?,
+    );
+    let out = silu_mul(g.as_slice()?, u.as_slice()?);
+    let out = FlexTensor::from_data(TensorData::new(out, shape.clone()));
+    // Compute-bound: the backward keeps both inputs rather than asking a checkpointer.
+    Some(
+        match SiluMul
+            .prepare::<NoCheckpointing>([gate.node.clone(), up.node.clone()])
+            .compute_bound()
+            .stateful()
+        {
+            OpsKind::Tracked(prep) => prep.finish(
+                SiluMulState {
+                    gate: g,
+                    up: u,
+                    shape,
+                },
+                out,
+            ),
+            OpsKind::UnTracked(prep) => prep.finish(out),
+        },
+    )
+}
+
+impl Backward<Flex, 2> for SiluMul {
+    type State = SiluMulState;
+
+    fn backward(self, ops: Ops<SiluMulState, 2>, grads: &mut Gradients, _: &mut Checkpointer) {
+        let [ng, nu] = ops.parents;
+        let grad = contiguous_f32(grads.consume::<Flex>(&ops.node)).expect("f32 gradients");
+        let s = ops.state;
+        let (dg, du) = silu_mul_backward(
+            s.gate.as_slice().expect("contiguous"),
+            s.up.as_slice().expect("contiguous"),
+            grad.as_slice().expect("contiguous"),
+        );
+        if let Some(node) = ng {
+            let t = FlexTensor::from_data(TensorData::new(dg, s.shape.clone()));
+            grads.register::<Flex>(node.id, t);
+        }
+        if let Some(node) = nu {
+            grads.register::<Flex>(node.id, FlexTensor::from_data(TensorData::new(du, s.shape)));
+        }
+    }
+}
+
+/// The gradients of `silu(gate) · up` given the output's: with `σ` the logistic of the gate,
+/// `d gate = dy · up · σ (1 + gate (1 − σ))` and `d up = dy · gate · σ`.
+fn silu_mul_backward(gate: &[f32], up: &[f32], dy: &[f32]) -> (Vec<f32>, Vec<f32>) {
+    assert!(gate.len() == up.len() && up.len() == dy.len());
+    let (mut dg, mut du) = (vec![0f32; gate.len()], vec![0f32; gate.len()]);
+    dg.par_chunks_mut(TASK)
+        .zip(du.par_chunks_mut(TASK))
+        .enumerate()
+        .for_each(|(i, (dg, du))| {
+            let at = i * TASK..i * TASK + dg.len();
+            Arch::new().dispatch(BackChunk {
+                gate: &gate[at.clone()],
+                up: &up[at.clone()],
+                dy: &dy[at],
+                dg,
+                du,
+            })
+        });
+    (dg, du)
+}
+
+struct BackChunk<'a> {
+    gate: &'a [f32],
+    up: &'a [f32],
+    dy: &'a [f32],
+    dg: &'a mut [f32],
+    du: &'a mut [f32],
+}
+
+impl WithSimd for BackChunk<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: Simd>(self, simd: S) {
+        #[inline(always)]
+        fn one<S: Simd>(simd: S, g: S::f32s, u: S::f32s, dy: S::f32s) -> (S::f32s, S::f32s) {
+            let one = simd.splat_f32s(1.0);
+            let e = exp2(
+                simd,
+                simd.mul_f32s(g, simd.splat_f32s(-std::f32::consts::LOG2_E)),
+            );
+            let sig = simd.div_f32s(one, simd.add_f32s(one, e));
+            let du = simd.mul_f32s(dy, simd.mul_f32s(g, sig));
+            // σ (1 + g (1 − σ))
+            let slope = simd.mul_f32s(sig, simd.mul_add_f32s(g, simd.sub_f32s(one, sig), one));
+            (simd.mul_f32s(simd.mul_f32s(dy, u), slope), du)
+        }
+        let (g, g_tail) = S::as_simd_f32s(self.gate);
+        let (u, u_tail) = S::as_simd_f32s(self.up);
+        let (y, y_tail) = S::as_simd_f32s(self.dy);
+        let (dg, dg_tail) = S::as_mut_simd_f32s(self.dg);
+        let (du, du_tail) = S::as_mut_simd_f32s(self.du);
+        for ((((dg, du), &g), &u), &y) in dg.iter_mut().zip(du).zip(g).zip(u).zip(y) {
+            (*dg, *du) = one(simd, g, u, y);
+        }
+        let scalar = pulp::Scalar::new();
+        for ((((dg, du), &g), &u), &y) in dg_tail
+            .iter_mut()
+            .zip(du_tail)
+            .zip(g_tail)
+            .zip(u_tail)
+            .zip(y_tail)
+        {
+            (*dg, *du) = one(scalar, g, u, y);
+        }
+    }
 }
 
 /// `out[i] = gate[i] / (1 + e^-gate[i]) · up[i]`.
@@ -262,6 +410,49 @@ mod tests {
                 (x - y).abs() <= 1e-6 * y.abs().max(1.0),
                 "element {i}: {x} vs {y}"
             );
+        }
+    }
+
+    /// Under autodiff the product is one operation: its value and both gradients equal those
+    /// of burn's `silu` and product, over a range of gates where the slope changes sign.
+    #[test]
+    fn the_tracked_product_has_burns_gradients() {
+        type Ad = burn::backend::Autodiff<Flex>;
+        let n = 2 * TASK + 77;
+        let gate: Vec<f32> = (0..n).map(|i| (i as f32 / n as f32 - 0.5) * 24.0).collect();
+        let up: Vec<f32> = (0..n).map(|i| ((i * 7) % 11) as f32 * 0.3 - 1.5).collect();
+        let w: Vec<f32> = (0..n).map(|i| ((i * 5) % 13) as f32 * 0.1 - 0.6).collect();
+        let dev = Default::default();
+        let run = |fused: bool| {
+            let g =
+                Tensor::<Ad, 1>::from_data(TensorData::new(gate.clone(), [n]), &dev).require_grad();
+            let u =
+                Tensor::<Ad, 1>::from_data(TensorData::new(up.clone(), [n]), &dev).require_grad();
+            let y = if fused {
+                try_silu_mul(&g, &u).expect("autodiff over burn-flex takes this path")
+            } else {
+                silu(g.clone()) * u.clone()
+            };
+            let wt = Tensor::<Ad, 1>::from_data(TensorData::new(w.clone(), [n]), &dev);
+            let grads = (y.clone() * wt).sum().backward();
+            let v = |t: Tensor<Flex, 1>| t.into_data().to_vec::<f32>().unwrap();
+            [
+                v(y.inner()),
+                v(g.grad(&grads).unwrap()),
+                v(u.grad(&grads).unwrap()),
+            ]
+        };
+        let (ours, theirs) = (run(true), run(false));
+        for (name, (a, e)) in ["value", "d gate", "d up"]
+            .iter()
+            .zip(ours.iter().zip(&theirs))
+        {
+            for (i, (x, y)) in a.iter().zip(e).enumerate() {
+                assert!(
+                    (x - y).abs() <= 1e-5 * y.abs().max(1.0),
+                    "{name} {i}: {x} vs {y}"
+                );
+            }
         }
     }
 }

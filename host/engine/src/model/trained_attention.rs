@@ -21,7 +21,7 @@ use burn::backend::autodiff::checkpoint::strategy::NoCheckpointing;
 use burn::backend::autodiff::grads::Gradients;
 use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::flex::FlexTensor;
-use burn::backend::{Autodiff, Flex};
+use burn::backend::Flex;
 use burn::prelude::*;
 use burn::tensor::TensorPrimitive;
 use pulp::{Arch, Simd, WithSimd};
@@ -30,11 +30,8 @@ use std::any::Any;
 use std::f32::consts::LOG2_E;
 
 use super::causal_attention::{causal_attention_lse, Shape};
-use super::flex::Rows;
+use super::flex::{contiguous_f32, AdTensor, Rows};
 use super::simd_kernels::{exp2, panel, Accumulate, Operand, PAD};
-
-/// The float tensor of burn-flex under autodiff: the tensor and its node in the graph.
-type AdTensor = <Autodiff<Flex> as burn::tensor::backend::BackendTypes>::FloatTensorPrimitive;
 
 /// Query positions per backward tile (each stacked for every query head of a kv head).
 const QUERY_TILE: usize = 64;
@@ -73,18 +70,6 @@ pub fn try_tracked_causal<B: Backend>(
     Some(Tensor::from_primitive(TensorPrimitive::Float(out)))
 }
 
-/// `t` as contiguous f32, `None` for another element type.
-fn contiguous(t: FlexTensor) -> Option<FlexTensor> {
-    if t.dtype() != burn::tensor::DType::F32 {
-        return None;
-    }
-    Some(if t.as_slice::<f32>().is_some() {
-        t
-    } else {
-        t.to_contiguous()
-    })
-}
-
 /// The sizes: batch, positions, query heads, kv heads, head width, value width.
 type Sizes = [usize; 6];
 
@@ -111,9 +96,9 @@ struct State {
 fn tracked(q: AdTensor, k: AdTensor, v: AdTensor, sizes: Sizes) -> Option<AdTensor> {
     let [b, s, h, kvh, d, dv] = sizes;
     let (qf, kf, vf) = (
-        contiguous(q.primitive.clone())?,
-        contiguous(k.primitive.clone())?,
-        contiguous(v.primitive.clone())?,
+        contiguous_f32(q.primitive.clone())?,
+        contiguous_f32(k.primitive.clone())?,
+        contiguous_f32(v.primitive.clone())?,
     );
     let shape = Shape {
         heads: h,
@@ -160,7 +145,7 @@ impl Backward<Flex, 3> for CausalAttention {
 
     fn backward(self, ops: Ops<State, 3>, grads: &mut Gradients, _: &mut Checkpointer) {
         let [nq, nk, nv] = ops.parents;
-        let grad = contiguous(grads.consume::<Flex>(&ops.node)).expect("f32 gradients");
+        let grad = contiguous_f32(grads.consume::<Flex>(&ops.node)).expect("f32 gradients");
         let s = ops.state;
         let (dq, dk, dv) = backward(
             Inputs {
@@ -482,7 +467,7 @@ mod tests {
     use burn::tensor::module::attention;
     use burn::tensor::ops::AttentionModuleOptions;
 
-    type Ad = Autodiff<Flex>;
+    type Ad = burn::backend::Autodiff<Flex>;
 
     fn random(shape: [usize; 4], seed: u64) -> Vec<f32> {
         let n: usize = shape.iter().product();

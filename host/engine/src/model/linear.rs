@@ -157,11 +157,12 @@ pub fn linear_forward<B: Backend, const D: usize>(
     y.reshape(out)
 }
 
-/// `x w` through the CPU kernels for few rows (decode) or many (prefill) when they apply, else
-/// burn's matmul (autodiff, CUDA).
+/// `x w` through the CPU kernels for few rows (decode) or many (prefill) when they apply, as
+/// one recorded operation in a training step on the CPU, else burn's matmul (CUDA).
 fn matmul<B: Backend>(x: Tensor<B, 2>, w: Tensor<B, 2>) -> Tensor<B, 2> {
     super::small_matmul::try_matmul(&x, &w)
         .or_else(|| super::prefill_matmul::try_matmul(&x, &w))
+        .or_else(|| super::trained_matmul::try_tracked_matmul(&x, &w))
         .unwrap_or_else(|| x.matmul(w))
 }
 

@@ -16,6 +16,7 @@ pub mod simd_kernels;
 pub mod small_matmul;
 pub mod swiglu;
 pub mod trained_attention;
+pub mod trained_matmul;
 
 use anyhow::{bail, Result};
 use burn::module::Param;

@@ -35,6 +35,22 @@ pub fn contiguous_f32(t: FlexTensor) -> Option<FlexTensor> {
     })
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Set by tests that compare the hand-written operations with burn's own.
+    pub(crate) static BURN_OPS_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the hand-written operations under autodiff stand aside for burn's ops (only ever in
+/// the engine's own tests, which compare the two on a whole model).
+#[inline(always)]
+pub(crate) fn burn_ops_only() -> bool {
+    #[cfg(test)]
+    return BURN_OPS_ONLY.with(|c| c.get());
+    #[cfg(not(test))]
+    false
+}
+
 /// Whether `B` is burn-flex itself (the CPU kernels apply), not wrapped in autodiff.
 pub fn is_flex<B: Backend>(device: &B::Device) -> bool {
     as_flex(Tensor::<B, 1>::zeros([1], device)).is_some()

@@ -43,7 +43,11 @@ pub fn log_softmax_gather<B: Backend>(
 ) -> Tensor<B, 2> {
     let [rows, vocab] = logits.dims();
     assert_eq!(index.len(), rows * m, "index is [rows, m]");
-    let fits = scale > 0.0 && scale.is_finite() && rows * m > 0 && vocab > 0;
+    let fits = scale > 0.0
+        && scale.is_finite()
+        && rows * m > 0
+        && vocab > 0
+        && !super::flex::burn_ops_only();
     if fits {
         if let Some(out) = fused(logits.clone(), index, m, scale) {
             return out;

@@ -17,6 +17,8 @@ pub mod small_matmul;
 pub mod swiglu;
 pub mod trained_attention;
 pub mod trained_matmul;
+#[cfg(test)]
+mod trained_ops_tests;
 
 use anyhow::{bail, Result};
 use burn::module::Param;

@@ -36,7 +36,7 @@ pub fn try_silu_mul<B: Backend, const D: usize>(
     up: &Tensor<B, D>,
 ) -> Option<Tensor<B, D>> {
     let dims = gate.dims();
-    if dims != up.dims() {
+    if dims != up.dims() || super::flex::burn_ops_only() {
         return None;
     }
     if let (Some(g), Some(u)) = (as_flex::<B, D>(gate.clone()), as_flex::<B, D>(up.clone())) {

@@ -28,7 +28,7 @@ const PARALLEL_WORK: usize = 192 * 192 * 192;
 /// `None` for any other backend.
 pub fn try_tracked_matmul<B: Backend>(x: &Tensor<B, 2>, w: &Tensor<B, 2>) -> Option<Tensor<B, 2>> {
     let ([m, k], [kw, n]) = (x.dims(), w.dims());
-    if k != kw || m * k * n == 0 {
+    if k != kw || m * k * n == 0 || super::flex::burn_ops_only() {
         return None;
     }
     let prim = |t: &Tensor<B, 2>| -> Option<AdTensor> {

@@ -13,17 +13,17 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// a third of its time faulting them in (turn 2 of the OpenClaw replay 0.14 -> 0.12 s; idle
 /// memory about 40 MB higher).
 ///
-/// Freed pages are kept for reuse, never handed back (`dirty_decay_ms:-1`, `muzzy_decay_ms:-1`),
-/// in one arena: a training step frees and reallocates the same few hundred MB every step, and
-/// with jemalloc's default ten-second decay (and eight arenas among the threads each step
-/// starts) a seventh of the step went to the kernel zeroing pages it had just taken back;
-/// `bench train` 8,300 -> 11,000 tok/s (built-in shape) and 2,280 -> 2,900 (4 layers of 256)
-/// on the 2-core AVX-512 machine, peak RSS unchanged. The cost is that a process's resident
-/// memory stays at its peak.
+/// One arena for all threads (`narenas:1`): a training step starts its data-parallel threads
+/// anew, and with jemalloc's default of four arenas per core each new thread could land on an
+/// arena whose freed pages it could not reuse, faulting fresh ones in (`bench train` about 10%
+/// faster). Freed pages are still handed back after jemalloc's decay: keeping them for good
+/// (`dirty_decay_ms:-1`) made the benchmark faster again but let a 50-step SmolLM2 LoRA run grow
+/// to 10.7 GB of resident memory instead of 4 GB, its allocations differing in size from step to
+/// step.
 #[cfg(not(target_env = "msvc"))]
 #[allow(non_upper_case_globals)]
 #[export_name = "_rjem_malloc_conf"]
-pub static malloc_conf: &[u8] = b"thp:always,narenas:1,dirty_decay_ms:-1,muzzy_decay_ms:-1\0";
+pub static malloc_conf: &[u8] = b"thp:always,narenas:1\0";
 
 fn main() {
     tracing_subscriber::fmt()

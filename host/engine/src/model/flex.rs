@@ -21,13 +21,13 @@ pub fn as_flex<B: Backend, const D: usize>(t: Tensor<B, D>) -> Option<FlexTensor
 pub type AdTensor =
     <burn::backend::Autodiff<burn::backend::Flex> as burn::tensor::backend::BackendTypes>::FloatTensorPrimitive;
 
-/// `t` as contiguous f32 storage (a copy only when it is a strided or offset view), `None` for
-/// another element type.
+/// `t` as contiguous f32 storage (a copy only when its strides are not row-major; a row-major
+/// view at an offset is read in place), `None` for another element type.
 pub fn contiguous_f32(t: FlexTensor) -> Option<FlexTensor> {
     if t.dtype() != burn::tensor::DType::F32 {
         return None;
     }
-    // `as_slice` is `None` for a strided or offset view.
+    // `as_slice` is `None` when the strides are not row-major.
     Some(if t.as_slice::<f32>().is_some() {
         t
     } else {

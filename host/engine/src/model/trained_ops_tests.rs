@@ -13,6 +13,15 @@ type Ad = Autodiff<Flex>;
 /// The gradients of every projection, norm and the head of a 2-layer Qwen3 with grouped
 /// query heads (three per kv head, as SmolLM2) under a log-prob loss on right-padded rows.
 fn gradients(burn_only: bool) -> Vec<(String, Vec<f32>)> {
+    /// Puts the switch back however the pass ends, so a panic leaves no other test of this
+    /// thread on burn's ops.
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            BURN_OPS_ONLY.with(|c| c.set(false));
+        }
+    }
+    let reset = Reset;
     BURN_OPS_ONLY.with(|c| c.set(burn_only));
     let dev = Default::default();
     let cfg = ModelConfig::qwen3(300, 96, 160, 2, 6, 2, 32, true);
@@ -27,7 +36,7 @@ fn gradients(burn_only: bool) -> Vec<(String, Vec<f32>)> {
     let weights: Vec<f32> = (0..b * s).map(|i| ((i % 7) as f32 - 3.0) * 0.1).collect();
     let w = Tensor::<Ad, 2>::from_data(TensorData::new(weights, [b * s, 1]), &dev);
     let grads = (lp * w).sum().backward();
-    BURN_OPS_ONLY.with(|c| c.set(false));
+    drop(reset);
     let v2 = |t: Tensor<Ad, 2>| t.grad(&grads).unwrap().into_data().to_vec::<f32>().unwrap();
     let v1 = |t: Tensor<Ad, 1>| t.grad(&grads).unwrap().into_data().to_vec::<f32>().unwrap();
     let mut out = vec![(

@@ -21,6 +21,23 @@ pub fn as_flex<B: Backend, const D: usize>(t: Tensor<B, D>) -> Option<FlexTensor
 pub type AdTensor =
     <burn::backend::Autodiff<burn::backend::Flex> as burn::tensor::backend::BackendTypes>::FloatTensorPrimitive;
 
+/// The tensor's primitive with its graph node, when `B` is burn-flex under autodiff.
+pub fn as_tracked<B: Backend, const D: usize>(t: &Tensor<B, D>) -> Option<AdTensor> {
+    let TensorPrimitive::Float(p) = t.clone().into_primitive() else {
+        return None;
+    };
+    let p: Box<dyn Any> = Box::new(p);
+    p.downcast::<AdTensor>().ok().map(|p| *p)
+}
+
+/// An operation's output under autodiff over burn-flex as a tensor of `B` (which is that
+/// backend whenever [`as_tracked`] gave its inputs).
+pub fn from_tracked<B: Backend, const D: usize>(t: AdTensor) -> Option<Tensor<B, D>> {
+    let t: Box<dyn Any> = Box::new(t);
+    let t = *t.downcast::<B::FloatTensorPrimitive>().ok()?;
+    Some(Tensor::from_primitive(TensorPrimitive::Float(t)))
+}
+
 /// `t` as contiguous f32 storage (a copy only when its strides are not row-major; a row-major
 /// view at an offset is read in place), `None` for another element type.
 pub fn contiguous_f32(t: FlexTensor) -> Option<FlexTensor> {

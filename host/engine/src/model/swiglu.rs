@@ -15,12 +15,10 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::flex::FlexTensor;
 use burn::backend::Flex;
 use burn::prelude::*;
-use burn::tensor::TensorPrimitive;
 use pulp::{Arch, Simd, WithSimd};
 use rayon::prelude::*;
-use std::any::Any;
 
-use super::flex::{as_flex, contiguous_f32, from_vec, AdTensor};
+use super::flex::{as_flex, as_tracked, contiguous_f32, from_tracked, from_vec, AdTensor};
 
 use super::simd_kernels::{exp2, panel, Accumulate, Operand, PAD};
 
@@ -43,16 +41,7 @@ pub fn try_silu_mul<B: Backend, const D: usize>(
         let out = silu_mul(g.as_slice::<f32>()?, u.as_slice::<f32>()?);
         return from_vec(out, dims);
     }
-    let prim = |t: &Tensor<B, D>| -> Option<AdTensor> {
-        let TensorPrimitive::Float(p) = t.clone().into_primitive() else {
-            return None;
-        };
-        let p: Box<dyn Any> = Box::new(p);
-        p.downcast::<AdTensor>().ok().map(|p| *p)
-    };
-    let out: Box<dyn Any> = Box::new(tracked(prim(gate)?, prim(up)?, dims.to_vec())?);
-    let out = *out.downcast::<B::FloatTensorPrimitive>().ok()?;
-    Some(Tensor::from_primitive(TensorPrimitive::Float(out)))
+    from_tracked(tracked(as_tracked(gate)?, as_tracked(up)?, dims.to_vec())?)
 }
 
 /// The product recorded in the graph; its backward needs both inputs.

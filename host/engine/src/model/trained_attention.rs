@@ -23,14 +23,12 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::flex::FlexTensor;
 use burn::backend::Flex;
 use burn::prelude::*;
-use burn::tensor::TensorPrimitive;
 use pulp::{Arch, Simd, WithSimd};
 use rayon::prelude::*;
-use std::any::Any;
 use std::f32::consts::LOG2_E;
 
 use super::causal_attention::{causal_attention_lse, Shape};
-use super::flex::{contiguous_f32, AdTensor, Rows};
+use super::flex::{as_tracked, contiguous_f32, from_tracked, AdTensor, Rows};
 use super::simd_kernels::{exp2, panel, Accumulate, Operand, PAD};
 
 /// Query positions per backward tile (each stacked for every query head of a kv head).
@@ -58,17 +56,13 @@ pub fn try_tracked_causal<B: Backend>(
     {
         return None;
     }
-    let prim = |t: &Tensor<B, 4>| -> Option<AdTensor> {
-        let TensorPrimitive::Float(p) = t.clone().into_primitive() else {
-            return None;
-        };
-        let p: Box<dyn Any> = Box::new(p);
-        p.downcast::<AdTensor>().ok().map(|p| *p)
-    };
-    let out = tracked(prim(q)?, prim(k)?, prim(v)?, [b, s, h, kvh, d, dv])?;
-    let out: Box<dyn Any> = Box::new(out);
-    let out = *out.downcast::<B::FloatTensorPrimitive>().ok()?;
-    Some(Tensor::from_primitive(TensorPrimitive::Float(out)))
+    let sizes = [b, s, h, kvh, d, dv];
+    from_tracked(tracked(
+        as_tracked(q)?,
+        as_tracked(k)?,
+        as_tracked(v)?,
+        sizes,
+    )?)
 }
 
 /// The sizes: batch, positions, query heads, kv heads, head width, value width.

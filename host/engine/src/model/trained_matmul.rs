@@ -15,10 +15,8 @@ use burn::backend::autodiff::ops::{Backward, Ops, OpsKind};
 use burn::backend::flex::FlexTensor;
 use burn::backend::Flex;
 use burn::prelude::*;
-use burn::tensor::TensorPrimitive;
-use std::any::Any;
 
-use super::flex::{contiguous_f32, AdTensor};
+use super::flex::{as_tracked, contiguous_f32, from_tracked, AdTensor};
 
 /// Products with fewer multiply-adds than this stay on the calling thread (burn-flex's
 /// threshold).
@@ -31,16 +29,7 @@ pub fn try_tracked_matmul<B: Backend>(x: &Tensor<B, 2>, w: &Tensor<B, 2>) -> Opt
     if k != kw || m * k * n == 0 || super::flex::burn_ops_only() {
         return None;
     }
-    let prim = |t: &Tensor<B, 2>| -> Option<AdTensor> {
-        let TensorPrimitive::Float(p) = t.clone().into_primitive() else {
-            return None;
-        };
-        let p: Box<dyn Any> = Box::new(p);
-        p.downcast::<AdTensor>().ok().map(|p| *p)
-    };
-    let out: Box<dyn Any> = Box::new(tracked(prim(x)?, prim(w)?, [m, k, n])?);
-    let out = *out.downcast::<B::FloatTensorPrimitive>().ok()?;
-    Some(Tensor::from_primitive(TensorPrimitive::Float(out)))
+    from_tracked(tracked(as_tracked(x)?, as_tracked(w)?, [m, k, n])?)
 }
 
 /// A row-major operand of a product: `data[r · row + c · col]` is element `(r, c)`.

@@ -24,6 +24,10 @@ print(f"{'batch':>5} {'groups':>6} {'openclaw':>9} {'llama.cpp':>10} {'ratio':>6
 for r in ours:
     b = r["batch"]
     print(f"{b:>5} {r['groups']:>6} {r['decode_tok_s']:>9.1f} {lc[b]:>10.1f} {r['decode_tok_s'] / lc[b]:>6.2f}")
-best8 = max(r["decode_tok_s"] for r in ours if r["batch"] == 8)
-print(f"goal: openclaw batch 8 ({best8:.1f}) / llama.cpp batch 1 ({lc[1]:.1f}) = {best8 / lc[1]:.2f} (>= 1 meets it)")
+# The goals: batch 1 at least llama.cpp's, batch 8 at least twice llama.cpp's batch 8.
+for b, goal in [(1, 1.0), (8, 2.0)]:
+    if b in lc and any(r["batch"] == b for r in ours):
+        best = max(r["decode_tok_s"] for r in ours if r["batch"] == b)
+        ratio = best / lc[b]
+        print(f"goal: batch {b} at least {goal:.0f}x llama.cpp: {ratio:.2f}x ({'met' if ratio >= goal else 'not met'})")
 PYEOF

@@ -442,7 +442,7 @@ impl WithSimd for QueryTile<'_> {
 /// One score row of a tile, in base 2: `row[j] = exp2(row[j] - new_max)` where `new_max` is
 /// the larger of `prev_max` and the row's maximum; returns `(new_max, sum of the row)`.
 #[inline(always)]
-fn softmax_row<S: Simd>(simd: S, row: &mut [f32], prev_max: f32) -> (f32, f32) {
+pub(super) fn softmax_row<S: Simd>(simd: S, row: &mut [f32], prev_max: f32) -> (f32, f32) {
     let (body, tail) = S::as_mut_simd_f32s(row);
     // Four accumulators each, so the reductions are not one long dependency chain.
     let mut maxes = [simd.splat_f32s(f32::NEG_INFINITY); 4];

@@ -11,6 +11,7 @@
 
 use rayon::prelude::*;
 
+use super::causal_attention::softmax_row;
 use super::flex::Rows;
 
 /// Positions reserved at most beyond those cached: capacity is touched memory once the
@@ -169,44 +170,89 @@ pub fn decode_attention(q: Rows, kv: &HostKv, heads: usize, hidden: Option<&[boo
     assert!(kv_heads > 0 && heads.is_multiple_of(kv_heads));
     assert!(hidden.is_none_or(|m| m.len() == batch * t));
     let g = heads / kv_heads;
-    let scale = 1.0 / (d as f32).sqrt();
+    // Scores in base 2, so the softmax is a bare exp2 (the tiled causal attention's).
+    let scale = std::f32::consts::LOG2_E / (d as f32).sqrt();
     let (keys, values) = (kv.keys(), kv.values());
     let mut out = vec![0f32; batch * heads * dv];
     out.par_chunks_mut(g * dv)
         .enumerate()
         .for_each(|(task, out)| {
-            let (b, kvh) = (task / kv_heads, task % kv_heads);
-            let visible: Vec<usize> = (0..t)
-                .filter(|&j| hidden.is_none_or(|m| !m[b * t + j]))
-                .collect();
-            let mut scores = vec![0f32; g * visible.len()];
-            for (n, &j) in visible.iter().enumerate() {
-                let key = keys.row(b, kvh, j);
-                for gi in 0..g {
-                    scores[gi * visible.len() + n] = dot(q.row(b, kvh * g + gi, 0), key) * scale;
-                }
-            }
-            for (gi, out) in out.chunks_exact_mut(dv).enumerate() {
-                let s = &mut scores[gi * visible.len()..(gi + 1) * visible.len()];
-                let max = s.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                let mut sum = 0f32;
-                for x in s.iter_mut() {
-                    *x = (*x - max).exp();
-                    sum += *x;
-                }
-                for (&p, &j) in s.iter().zip(&visible) {
-                    axpy(p, values.row(b, kvh, j), out);
-                }
-                // Every key hidden (never the case in a batch: a row sees its own tokens)
-                // leaves zeros rather than NaN.
-                let inv = if sum > 0.0 { 1.0 / sum } else { 0.0 };
-                out.iter_mut().for_each(|o| *o *= inv);
-            }
+            // Compiled for the CPU's widest vectors (the binary targets the baseline x86-64).
+            pulp::Arch::new().dispatch(Attend {
+                q,
+                keys,
+                values,
+                hidden,
+                batch_row: task / kv_heads,
+                kv_head: task % kv_heads,
+                g,
+                t,
+                scale,
+                out,
+            })
         });
     out
 }
 
+/// One (batch row, kv head) of [`decode_attention`]: its `g` query heads against the row's
+/// visible keys.
+struct Attend<'a> {
+    q: Rows<'a>,
+    keys: Rows<'a>,
+    values: Rows<'a>,
+    hidden: Option<&'a [bool]>,
+    batch_row: usize,
+    kv_head: usize,
+    g: usize,
+    t: usize,
+    scale: f32,
+    out: &'a mut [f32],
+}
+
+impl pulp::WithSimd for Attend<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, simd: S) {
+        let Attend {
+            q,
+            keys,
+            values,
+            hidden,
+            batch_row: b,
+            kv_head: kvh,
+            g,
+            t,
+            scale,
+            out,
+        } = self;
+        let dv = out.len() / g;
+        let visible: Vec<usize> = (0..t)
+            .filter(|&j| hidden.is_none_or(|m| !m[b * t + j]))
+            .collect();
+        let mut scores = vec![0f32; g * visible.len()];
+        for (n, &j) in visible.iter().enumerate() {
+            let key = keys.row(b, kvh, j);
+            for gi in 0..g {
+                scores[gi * visible.len() + n] = dot(q.row(b, kvh * g + gi, 0), key) * scale;
+            }
+        }
+        for (gi, out) in out.chunks_exact_mut(dv).enumerate() {
+            let s = &mut scores[gi * visible.len()..(gi + 1) * visible.len()];
+            let (_, sum) = softmax_row(simd, s, f32::NEG_INFINITY);
+            for (&p, &j) in s.iter().zip(&visible) {
+                axpy(p, values.row(b, kvh, j), out);
+            }
+            // Every key hidden (never the case in a batch: a row sees its own tokens) leaves
+            // zeros rather than NaN.
+            let inv = if sum > 0.0 { 1.0 / sum } else { 0.0 };
+            out.iter_mut().for_each(|o| *o *= inv);
+        }
+    }
+}
+
 /// `a · b` in eight independent lanes, which the compiler keeps in vector registers.
+#[inline(always)]
 fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut lanes = [0f32; 8];
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
@@ -225,6 +271,7 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 }
 
 /// `out += p · x`.
+#[inline(always)]
 fn axpy(p: f32, x: &[f32], out: &mut [f32]) {
     for (o, &x) in out.iter_mut().zip(x) {
         *o += p * x;

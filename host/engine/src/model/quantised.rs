@@ -320,65 +320,81 @@ impl QuantMatrix {
         }
         // Output rows per rayon task: enough tasks to balance, few enough to stay cheap.
         let task = (n / (8 * rayon::current_num_threads())).clamp(16, 256);
-        let mut yt = vec![0f32; n * m];
-        yt.par_chunks_mut(task * m)
-            .enumerate()
-            .for_each(|(t, part)| match &self.blocks {
-                Blocks::Q4 {
+        let mut y = Vec::<f32>::with_capacity(m * n);
+        let out = SharedOut(y.as_mut_ptr());
+        (0..n.div_ceil(task)).into_par_iter().for_each(|t| {
+            let j0 = t * task;
+            let cols = task.min(n - j0);
+            // The kernels write `[weight rows, m]`; each task scatters its part into the
+            // `[m, n]` result (its own columns), so no pass over the whole result follows.
+            let mut part = vec![0f32; cols * m];
+            self.task_on(isa, x, m, k, j0, &mut part);
+            for (jj, ys) in part.chunks_exact(m).enumerate() {
+                for (i, &v) in ys.iter().enumerate() {
+                    // SAFETY: `i * n + j0 + jj` is below `m * n`, and tasks write disjoint
+                    // columns of the reserved buffer, which is set in full before it is read.
+                    unsafe { out.at(i * n + j0 + jj).write(v) };
+                }
+            }
+        });
+        // SAFETY: the tasks above wrote every one of the `m * n` elements.
+        unsafe { y.set_len(m * n) };
+        y
+    }
+
+    /// One task of [`Self::matmul_on`]: weight rows from `j0` on into `part` (`[rows, m]`).
+    fn task_on(&self, isa: Simd, x: &[f32], m: usize, k: usize, j0: usize, part: &mut [f32]) {
+        match &self.blocks {
+            Blocks::Q4 {
+                quants,
+                scales,
+                mins,
+            } => {
+                let dec = Q4Decoder {
                     quants,
                     scales,
                     mins,
-                } => {
-                    let dec = Q4Decoder {
-                        quants,
-                        scales,
-                        mins,
-                    };
-                    match isa {
-                        #[cfg(target_arch = "x86_64")]
-                        // SAFETY: `simd` checked the CPU's features.
-                        Simd::Avx512 => unsafe { x86::q4_avx512(&dec, x, m, k, t * task, part) },
-                        #[cfg(target_arch = "x86_64")]
-                        // SAFETY: as above.
-                        Simd::Avx2 => unsafe { x86::q4_avx2(&dec, x, m, k, t * task, part) },
-                        _ => task_generic(&dec, x, m, k, t * task, part),
-                    }
+                };
+                match isa {
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: `simd` checked the CPU's features.
+                    Simd::Avx512 => unsafe { x86::q4_avx512(&dec, x, m, k, j0, part) },
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: as above.
+                    Simd::Avx2 => unsafe { x86::q4_avx2(&dec, x, m, k, j0, part) },
+                    _ => task_generic(&dec, x, m, k, j0, part),
                 }
-                Blocks::Q8 { quants, scales } => {
-                    let dec = Q8Decoder { quants, scales };
-                    match isa {
-                        #[cfg(target_arch = "x86_64")]
-                        // SAFETY: `simd` checked the CPU's features.
-                        Simd::Avx512 => unsafe { x86::q8_avx512(&dec, x, m, k, t * task, part) },
-                        #[cfg(target_arch = "x86_64")]
-                        // SAFETY: as above.
-                        Simd::Avx2 => unsafe { x86::q8_avx2(&dec, x, m, k, t * task, part) },
-                        _ => task_generic(&dec, x, m, k, t * task, part),
-                    }
+            }
+            Blocks::Q8 { quants, scales } => {
+                let dec = Q8Decoder { quants, scales };
+                match isa {
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: `simd` checked the CPU's features.
+                    Simd::Avx512 => unsafe { x86::q8_avx512(&dec, x, m, k, j0, part) },
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: as above.
+                    Simd::Avx2 => unsafe { x86::q8_avx2(&dec, x, m, k, j0, part) },
+                    _ => task_generic(&dec, x, m, k, j0, part),
                 }
-                Blocks::Raw {
+            }
+            Blocks::Raw {
+                data,
+                block,
+                block_bytes,
+                decode,
+            } => {
+                let raw = RawDecoder {
                     data,
-                    block,
-                    block_bytes,
-                    decode,
-                } => {
-                    let raw = RawDecoder {
-                        data,
-                        block_bytes: *block_bytes,
-                        decode: *decode,
-                    };
-                    if *block == 32 {
-                        task_generic(&Raw::<32>(raw), x, m, k, t * task, part)
-                    } else {
-                        task_generic(&Raw::<256>(raw), x, m, k, t * task, part)
-                    }
+                    block_bytes: *block_bytes,
+                    decode: *decode,
+                };
+                if *block == 32 {
+                    task_generic(&Raw::<32>(raw), x, m, k, j0, part)
+                } else {
+                    task_generic(&Raw::<256>(raw), x, m, k, j0, part)
                 }
-            });
-        // `yt` is `[n, m]`; callers want `[m, n]`.
-        if m == 1 {
-            return yt;
+            }
         }
-        super::linear::transpose(&yt, n, m)
     }
 
     /// `y [m, rows] = x [m, cols] · selfᵀ` for many rows (prefill, scoring): tasks of up to
@@ -458,6 +474,20 @@ impl QuantMatrix {
             device,
         )
         .transpose()
+    }
+}
+
+/// The result buffer of [`QuantMatrix::matmul_on`], written by its tasks in disjoint columns.
+#[derive(Clone, Copy)]
+struct SharedOut(*mut f32);
+// SAFETY: the tasks that share it write disjoint elements, and the buffer outlives them.
+unsafe impl Send for SharedOut {}
+unsafe impl Sync for SharedOut {}
+
+impl SharedOut {
+    /// Element `i` (a method, so closures capture the whole wrapper, not its raw pointer).
+    fn at(self, i: usize) -> *mut f32 {
+        self.0.wrapping_add(i)
     }
 }
 

@@ -226,6 +226,8 @@ fn the_cuda_backend_runs_every_step_of_serving_as_the_cpu_does() {
             .collect();
         step(&mut failed, "sampled generation, 12 sequences", || {
             let g = generate(w.clone(), reqs.clone(), None).unwrap();
+            // A launch error is reported at the next read: read something after the last step.
+            Tensor::<Cu, 1>::zeros([4], &gpu).into_data();
             eprintln!(
                 "      lengths {:?}",
                 g.iter().map(|g| g.token_ids.len()).collect::<Vec<_>>()
@@ -336,6 +338,7 @@ fn the_cuda_backend_runs_every_step_of_serving_as_the_cpu_does() {
         .unwrap();
         step(&mut failed, "greedy generation of a padded batch", || {
             let got = generate(Arc::new(Versioned { version: 0, model }), requests, None).unwrap();
+            Tensor::<Cu, 1>::zeros([4], &gpu).into_data();
             for (g, w) in got.iter().zip(&want) {
                 eprintln!("      gpu {:?} cpu {:?}", g.token_ids, w.token_ids);
                 assert_eq!(g.token_ids, w.token_ids, "the greedy tokens differ");

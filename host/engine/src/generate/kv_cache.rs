@@ -65,3 +65,35 @@ impl<B: Backend> KvCache<B> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::CpuBackend;
+
+    #[test]
+    fn retaining_rows_keeps_them_in_order_and_retaining_none_empties_every_layer() {
+        let dev = Default::default();
+        // Two rows, one kv head, three positions of width 2; row r holds the value r.
+        let t = Tensor::<CpuBackend, 4>::from_data(
+            TensorData::new(
+                vec![0f32, 0., 0., 0., 0., 0., 1., 1., 1., 1., 1., 1.],
+                [2, 1, 3, 2],
+            ),
+            &dev,
+        );
+        let layers = (0..2)
+            .map(|_| LayerCache::from_tensors(t.clone(), t.clone()))
+            .collect();
+        let mut cache = KvCache::<CpuBackend>::from_layers(layers, 3);
+        cache.retain_rows(&[1, 0]);
+        let (k, _) = cache.layers()[1].tensors().expect("still cached");
+        let k = k.into_data().to_vec::<f32>().unwrap();
+        assert_eq!(k[..6], [1.0; 6]);
+        assert_eq!(k[6..], [0.0; 6]);
+        // The last step of every generation retains none: nothing is left, and no tensor op
+        // runs on zero rows (which burn's CUDA backend cannot launch).
+        cache.retain_rows(&[]);
+        assert!(cache.layers().iter().all(|l| l.tensors().is_none()));
+    }
+}

@@ -156,8 +156,16 @@ impl<B: Backend> LayerCache<B> {
         }
     }
 
-    /// Keeps only the given batch rows, in that order.
+    /// Keeps only the given batch rows, in that order (none: the cache is emptied).
     pub fn retain_rows(&mut self, rows: &[usize]) {
+        if rows.is_empty() {
+            // burn's CUDA select launches a kernel over zero elements for an empty index list,
+            // which the driver refuses (CUDA_ERROR_INVALID_VALUE; cubecl 0.10, fixed upstream by
+            // tracel-ai/cubecl#1349), and the error surfaces at the next read of any tensor:
+            // every generation's last step did this.
+            self.store = Store::Empty;
+            return;
+        }
         match &mut self.store {
             Store::Empty => {}
             Store::Host(kv) => kv.retain_rows(rows),

@@ -1,6 +1,7 @@
 //! The CUDA backend on a real GPU, one operation at a time: each step reads its result back (so
-//! an asynchronous launch error surfaces at the step that caused it), compares it with the CPU
-//! backend, and the test fails naming every step that failed. Built only with the `cuda`
+//! an asynchronous launch error surfaces at the step that caused it), compares attention and
+//! greedy decoding with the CPU backend and the fixture's logits with transformers, and the test
+//! fails naming every step that failed. Built only with the `cuda`
 //! feature; without a GPU it prints that it skipped.
 //!
 //! `cargo test --release -p openclaw-engine --features cuda --test cuda -- --nocapture`
@@ -274,6 +275,8 @@ fn the_cuda_backend_runs_every_step_of_serving_as_the_cpu_does() {
                 while !second.is_finished() {
                     second.step();
                 }
+                Tensor::<Cu, 1>::zeros([4], &gpu).into_data();
+                assert!(cache.stats().hits > 0, "the second turn reused the first");
                 eprintln!(
                     "      second turn lengths {:?}",
                     second

@@ -51,10 +51,14 @@ impl<B: Backend> KvCache<B> {
         self.len += n;
     }
 
-    /// Keeps only the given batch rows, in that order (sequences that finished are dropped).
+    /// Keeps only the given batch rows, in that order (sequences that finished are dropped);
+    /// none leaves an empty cache.
     pub fn retain_rows(&mut self, rows: &[usize]) {
         for l in &mut self.layers {
             l.retain_rows(rows);
+        }
+        if rows.is_empty() {
+            self.len = 0;
         }
     }
 
@@ -95,5 +99,6 @@ mod tests {
         // runs on zero rows (which burn's CUDA backend cannot launch).
         cache.retain_rows(&[]);
         assert!(cache.layers().iter().all(|l| l.tensors().is_none()));
+        assert!(cache.is_empty());
     }
 }

@@ -62,6 +62,28 @@ fn mask_on<Bk: Backend>(
     Tensor::from_data(TensorData::new(hidden.to_vec(), shape), dev)
 }
 
+/// burn's attention on `dev` of backend `Bk` over the inputs, flattened.
+fn attention_on<Bk: Backend>(
+    dev: &Bk::Device,
+    [qv, kv, vv]: [&[f32]; 3],
+    [q, k]: [[usize; 4]; 2],
+    hidden: Option<&[bool]>,
+    opts: AttentionModuleOptions,
+) -> Vec<f32> {
+    let mshape = [q[0], 1, 1, k[2]];
+    attention(
+        on::<Bk>(qv, q, dev),
+        on::<Bk>(kv, k, dev),
+        on::<Bk>(vv, k, dev),
+        hidden.map(|h| mask_on::<Bk>(h, mshape, dev)),
+        None,
+        opts,
+    )
+    .into_data()
+    .to_vec::<f32>()
+    .unwrap()
+}
+
 /// burn's attention on the GPU and the CPU, with the given mask, causality and scale.
 fn attention_agrees(
     q: [usize; 4],
@@ -81,31 +103,9 @@ fn attention_agrees(
         softcap: None,
         is_causal: causal,
     };
-    let gpu = CudaDevice::default();
-    let cpu = device();
-    let mshape = [q[0], 1, 1, keys];
-    let got = attention(
-        on::<Cu>(&qv, q, &gpu),
-        on::<Cu>(&kv, k, &gpu),
-        on::<Cu>(&vv, k, &gpu),
-        hidden.map(|h| mask_on::<Cu>(h, mshape, &gpu)),
-        None,
-        opts,
-    )
-    .into_data()
-    .to_vec::<f32>()
-    .unwrap();
-    let want = attention(
-        on::<B>(&qv, q, &cpu),
-        on::<B>(&kv, k, &cpu),
-        on::<B>(&vv, k, &cpu),
-        hidden.map(|h| mask_on::<B>(h, mshape, &cpu)),
-        None,
-        opts,
-    )
-    .into_data()
-    .to_vec::<f32>()
-    .unwrap();
+    let inputs = [qv.as_slice(), kv.as_slice(), vv.as_slice()];
+    let got = attention_on::<Cu>(&CudaDevice::default(), inputs, [q, k], hidden, opts);
+    let want = attention_on::<B>(&device(), inputs, [q, k], hidden, opts);
     let err = rel_err(&got, &want);
     // CUDA's matmuls take TF32 tensor-core paths (10-bit mantissas).
     assert!(err < 2e-3, "relative error {err}");

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Result};
 use burn::prelude::*;
+use rayon::prelude::*;
 
 use super::kv_cache::KvCache;
 use super::prefix_cache::{PrefixCache, PrefixHit};
@@ -322,10 +323,19 @@ impl<B: Backend> DecodeBatch<B> {
     pub fn step(&mut self) -> Vec<TokenEvent> {
         let mut events = Vec::with_capacity(self.rows.len());
         let max_pos = self.weights.model.config.max_position_embeddings;
-        for (r, &i) in self.rows.iter().enumerate() {
+        // Each row's distribution (a pass over the whole vocabulary) on the pool; the draws
+        // after it stay in row order.
+        let dists: Vec<Distribution> = {
+            let seqs = &self.seqs;
+            self.rows
+                .par_iter()
+                .zip(&self.logits)
+                .map(|(&i, logits)| Distribution::new(logits, &seqs[i].req.sampling))
+                .collect()
+        };
+        for ((r, &i), dist) in self.rows.iter().enumerate().zip(dists) {
             let logits = &self.logits[r];
             let seq = &mut self.seqs[i];
-            let dist = Distribution::new(logits, &seq.req.sampling);
             let (token, logprob) = dist.sample(logits, &mut seq.rng);
             let top = if seq.req.top_logprobs > 0 {
                 dist.top(logits, seq.req.top_logprobs)

@@ -115,10 +115,13 @@ fn block_mass(logits: &[f32], scale: f64) -> (f64, Vec<f64>) {
     let mass = logits
         .chunks(BLOCK)
         .map(|c| {
-            // f32 lanes within a block (64 terms), f64 across blocks.
-            c.iter()
-                .map(|&v| exp_nonpos((v as f64 * scale - m) as f32))
-                .sum::<f32>() as f64
+            // The block's terms first, in a loop the compiler vectorises (the sum below is in
+            // order, which it may not reorder); f32 within a block (64 terms), f64 across.
+            let mut terms = [0f32; BLOCK];
+            for (t, &v) in terms.iter_mut().zip(c) {
+                *t = exp_nonpos((v as f64 * scale - m) as f32);
+            }
+            terms[..c.len()].iter().sum::<f32>() as f64
         })
         .collect();
     (m, mass)

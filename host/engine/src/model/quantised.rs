@@ -17,6 +17,9 @@
 //!
 //! Each output is summed over its row's blocks in the same order whatever the number of rows in
 //! the call, so a sequence's logits do not depend on how many others share its decode step.
+//! The decode kernels prefetch the next weight rows' blocks (a step streams every weight from
+//! memory) and, for a full pass of eight rows, add up the sixteen partial-sum vectors together
+//! ([`x86::sum16_each`], the same additions as one at a time).
 
 use std::fmt;
 
@@ -935,6 +938,36 @@ pub(crate) mod tests {
         }
     }
 
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn sixteen_sums_at_once_give_the_bits_of_sixteen_sums_one_by_one() {
+        if detect() != Simd::Avx512 {
+            eprintln!("no AVX-512 here: nothing to compare");
+            return;
+        }
+        // Magnitudes over many octaves, so any other order of additions would round apart.
+        let mut rng = 0x2545_f491u32;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 17;
+            rng ^= rng << 5;
+            (rng as f32 / u32::MAX as f32 - 0.5) * 2f32.powi((rng % 40) as i32 - 20)
+        };
+        for _ in 0..200 {
+            let lanes: [[f32; 16]; 16] = std::array::from_fn(|_| std::array::from_fn(|_| next()));
+            let mut got = [0f32; 16];
+            // SAFETY: the CPU has AVX-512 (checked above).
+            unsafe {
+                use std::arch::x86_64::*;
+                let v = std::array::from_fn(|p| _mm512_loadu_ps(lanes[p].as_ptr()));
+                _mm512_storeu_ps(got.as_mut_ptr(), x86::sum16_each(v));
+            }
+            for (p, l) in lanes.iter().enumerate() {
+                assert_eq!(got[p].to_bits(), sum16(l).to_bits(), "vector {p}");
+            }
+        }
+    }
+
     #[test]
     fn the_many_row_path_matches_the_product_and_keeps_each_row_alone() {
         for ty in [GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K] {
@@ -1095,6 +1128,34 @@ mod x86 {
         }};
     }
 
+    /// Asks for block `at` of a Q4 matrix (nibbles, scale, minimum) to be brought into the
+    /// cache. The kernels call it for the weight rows they will read next: a decode step
+    /// streams every weight from memory once, and the hardware prefetcher restarts at each
+    /// row's separate arrays. Prefetching is a hint, so an `at` past the end is harmless
+    /// (the addresses are formed with wrapping arithmetic and never read).
+    #[inline(always)]
+    fn q4_ahead(dec: &Q4Decoder, at: usize) {
+        // SAFETY: prefetch instructions do not fault and SSE is part of x86-64.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(dec.quants.as_ptr().wrapping_add(at * 16) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(dec.scales.as_ptr().wrapping_add(at) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(dec.mins.as_ptr().wrapping_add(at) as *const i8);
+        }
+    }
+
+    /// [`q4_ahead`] for a Q8 matrix (bytes, scale).
+    #[inline(always)]
+    fn q8_ahead(dec: &Q8Decoder, at: usize) {
+        // SAFETY: as in `q4_ahead`.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(dec.quants.as_ptr().wrapping_add(at * 32));
+            _mm_prefetch::<_MM_HINT_T0>(dec.scales.as_ptr().wrapping_add(at) as *const i8);
+        }
+    }
+
+    /// Weight rows ahead of the one being read that the AVX2 kernels prefetch.
+    const AVX2_AHEAD: usize = 2;
+
     /// Rows per pass of the AVX2 kernels: two sums per row and a block's four vectors in
     /// sixteen registers.
     const AVX2_ROWS: usize = 4;
@@ -1174,7 +1235,12 @@ mod x86 {
                 _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), d, mn),
             )
         };
-        rows_avx512::<R>(block, x, m, r0, k, j0, part)
+        rows_avx512::<R>(
+            block,
+            |at| q4_ahead(dec, at),
+            &Rows { x, m, r0, k, j0 },
+            part,
+        )
     }
 
     #[target_feature(enable = "avx512f,fma")]
@@ -1212,7 +1278,12 @@ mod x86 {
                 _mm512_mul_ps(_mm512_cvtepi32_ps(q1), d),
             )
         };
-        rows_avx512::<R>(block, x, m, r0, k, j0, part)
+        rows_avx512::<R>(
+            block,
+            |at| q8_ahead(dec, at),
+            &Rows { x, m, r0, k, j0 },
+            part,
+        )
     }
 
     /// Activation rows `r0..r0 + R` against the task's weight rows. `block(i)` is block `i`
@@ -1223,16 +1294,12 @@ mod x86 {
     #[inline]
     unsafe fn rows_avx512<const R: usize>(
         block: impl Fn(usize) -> (__m512, __m512),
-        x: &[f32],
-        m: usize,
-        r0: usize,
-        k: usize,
-        j0: usize,
+        ahead: impl Fn(usize),
+        at: &Rows,
         part: &mut [f32],
     ) {
-        let at = Rows { x, m, r0, k, j0 };
-        let jj = group_avx512::<R, 2>(&block, &at, 0, part);
-        group_avx512::<R, 1>(&block, &at, jj, part);
+        let jj = group_avx512::<R, 2>(&block, &ahead, at, 0, part);
+        group_avx512::<R, 1>(&block, &ahead, at, jj, part);
     }
 
     /// Where a pass reads and writes.
@@ -1250,6 +1317,7 @@ mod x86 {
     #[inline]
     unsafe fn group_avx512<const R: usize, const W: usize>(
         block: &impl Fn(usize) -> (__m512, __m512),
+        ahead: &impl Fn(usize),
         at: &Rows,
         mut jj: usize,
         part: &mut [f32],
@@ -1261,6 +1329,10 @@ mod x86 {
         while jj + W <= rows {
             let mut acc = [[_mm512_setzero_ps(); W]; R];
             for b in 0..nb {
+                // The next group's block `b`: about one group's work ahead.
+                for g in 0..W {
+                    ahead((j0 + jj + W + g) * nb + b);
+                }
                 let mut w = [(_mm512_setzero_ps(), _mm512_setzero_ps()); W];
                 for (g, w) in w.iter_mut().enumerate() {
                     *w = block((j0 + jj + g) * nb + b);
@@ -1276,16 +1348,66 @@ mod x86 {
                     }
                 }
             }
-            for (i, acc) in acc.iter().enumerate() {
-                for (g, a) in acc.iter().enumerate() {
-                    let mut lanes = [0f32; 16];
-                    _mm512_storeu_ps(lanes.as_mut_ptr(), *a);
-                    part[(jj + g) * m + r0 + i] = sum16(&lanes);
+            if R == 8 && W == 2 {
+                // A full pass (a decode step of eight or more): the sixteen sums at once.
+                let sums = sum16_each(std::array::from_fn(|p| acc[p % 8][p / 8]));
+                let mut lanes = [0f32; 16];
+                _mm512_storeu_ps(lanes.as_mut_ptr(), sums);
+                part[jj * m + r0..][..8].copy_from_slice(&lanes[..8]);
+                part[(jj + 1) * m + r0..][..8].copy_from_slice(&lanes[8..]);
+            } else {
+                for (i, acc) in acc.iter().enumerate() {
+                    for (g, a) in acc.iter().enumerate() {
+                        let mut lanes = [0f32; 16];
+                        _mm512_storeu_ps(lanes.as_mut_ptr(), *a);
+                        part[(jj + g) * m + r0 + i] = sum16(&lanes);
+                    }
                 }
             }
             jj += W;
         }
         jj
+    }
+
+    /// [`sum16`] of each of sixteen vectors, lane `p` of the result from `v[p]`, with the very
+    /// additions `sum16` makes (each pairs the same two partial sums), so the bits are the
+    /// same: `l + (l + 8)`, then `l + (l + 4)`, then `l + (l + 2)`, then `l + (l + 1)`, each
+    /// level adding two vectors' halves at once (15 shuffle pairs and additions instead of
+    /// sixteen stores and 240 scalar additions).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    pub(super) unsafe fn sum16_each(v: [__m512; 16]) -> __m512 {
+        // Level 1: 256-bit halves. u[k] holds the eight sums of v[2k], then of v[2k + 1].
+        let u: [__m512; 8] = std::array::from_fn(|k| {
+            let (a, b) = (v[2 * k], v[2 * k + 1]);
+            _mm512_add_ps(
+                _mm512_shuffle_f32x4::<0x44>(a, b),
+                _mm512_shuffle_f32x4::<0xEE>(a, b),
+            )
+        });
+        // Level 2: 128-bit quarters. w[k] holds four sums of each of four vectors.
+        let w: [__m512; 4] = std::array::from_fn(|k| {
+            let (a, b) = (u[2 * k], u[2 * k + 1]);
+            _mm512_add_ps(
+                _mm512_shuffle_f32x4::<0x88>(a, b),
+                _mm512_shuffle_f32x4::<0xDD>(a, b),
+            )
+        });
+        // Level 3: 64-bit pairs.
+        let y: [__m512; 2] = std::array::from_fn(|k| {
+            let (a, b) = (_mm512_castps_pd(w[2 * k]), _mm512_castps_pd(w[2 * k + 1]));
+            _mm512_add_ps(
+                _mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)),
+            )
+        });
+        // Level 4: neighbouring lanes; then lane order p.
+        let z = _mm512_add_ps(
+            _mm512_shuffle_ps::<0x88>(y[0], y[1]),
+            _mm512_shuffle_ps::<0xDD>(y[0], y[1]),
+        );
+        let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+        _mm512_permutexvar_ps(order, z)
     }
 
     #[target_feature(enable = "avx2,fma")]
@@ -1331,7 +1453,12 @@ mod x86 {
                 widen(_mm_srli_si128(hi, 8), d, mn),
             ]
         };
-        rows_avx2::<R>(block, x, m, r0, k, j0, part)
+        rows_avx2::<R>(
+            block,
+            |at| q4_ahead(dec, at),
+            &Rows { x, m, r0, k, j0 },
+            part,
+        )
     }
 
     #[target_feature(enable = "avx2,fma")]
@@ -1368,7 +1495,12 @@ mod x86 {
             });
             w
         };
-        rows_avx2::<R>(block, x, m, r0, k, j0, part)
+        rows_avx2::<R>(
+            block,
+            |at| q8_ahead(dec, at),
+            &Rows { x, m, r0, k, j0 },
+            part,
+        )
     }
 
     /// Activation rows `r0..r0 + R` against the task's weight rows, one weight row at a time.
@@ -1379,19 +1511,18 @@ mod x86 {
     #[inline]
     unsafe fn rows_avx2<const R: usize>(
         block: impl Fn(usize) -> [__m256; 4],
-        x: &[f32],
-        m: usize,
-        r0: usize,
-        k: usize,
-        j0: usize,
+        ahead: impl Fn(usize),
+        at: &Rows,
         part: &mut [f32],
     ) {
+        let Rows { x, m, r0, k, j0 } = *at;
         let nb = k / 32;
         let xp = x.as_ptr();
         for (jj, out) in part.chunks_exact_mut(m).enumerate() {
             let row = (j0 + jj) * nb;
             let mut acc = [[_mm256_setzero_ps(); 2]; R];
             for b in 0..nb {
+                ahead(row + AVX2_AHEAD * nb + b);
                 let w = block(row + b);
                 for (i, a) in acc.iter_mut().enumerate() {
                     let p = xp.add(i * k + b * 32);

@@ -112,19 +112,47 @@ fn exp_nonpos(x: f32) -> f32 {
 /// maximum: returns `(max, block sums)`.
 fn block_mass(logits: &[f32], scale: f64) -> (f64, Vec<f64>) {
     let m = logits.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64 * scale;
-    let mass = logits
-        .chunks(BLOCK)
-        .map(|c| {
-            // The block's terms first, in a loop the compiler vectorises (the sum below is in
-            // order, which it may not reorder); f32 within a block (64 terms), f64 across.
+    let mass = pulp::Arch::new().dispatch(BlockMass {
+        logits,
+        scale,
+        max: m,
+    });
+    (m, mass)
+}
+
+/// [`block_mass`]'s sums, compiled for the CPU's widest vectors (the binary targets baseline
+/// x86-64): the same operations whatever the width (no fused multiply-adds are formed), so the
+/// same bits.
+struct BlockMass<'a> {
+    logits: &'a [f32],
+    scale: f64,
+    max: f64,
+}
+
+impl pulp::WithSimd for BlockMass<'_> {
+    type Output = Vec<f64>;
+
+    // Inlined into pulp's function for the features found; plain loops, since an iterator
+    // adapter may stay an out-of-line function compiled for the baseline.
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) -> Vec<f64> {
+        let BlockMass { logits, scale, max } = self;
+        let mut mass = Vec::with_capacity(logits.len().div_ceil(BLOCK));
+        for c in logits.chunks(BLOCK) {
+            // The block's terms first, in a loop the compiler vectorises, then their sum in
+            // order (which it may not reorder); f32 within a block (64 terms), f64 across.
             let mut terms = [0f32; BLOCK];
             for (t, &v) in terms.iter_mut().zip(c) {
-                *t = exp_nonpos((v as f64 * scale - m) as f32);
+                *t = exp_nonpos((v as f64 * scale - max) as f32);
             }
-            terms[..c.len()].iter().sum::<f32>() as f64
-        })
-        .collect();
-    (m, mass)
+            let mut sum = 0f32;
+            for &t in &terms[..c.len()] {
+                sum += t;
+            }
+            mass.push(sum as f64);
+        }
+        mass
+    }
 }
 
 /// `ln(sum(exp(x * scale)))` over `logits`.

@@ -1128,28 +1128,44 @@ mod x86 {
         }};
     }
 
-    /// Asks for block `at` of a Q4 matrix (nibbles, scale, minimum) to be brought into the
-    /// cache. The kernels call it for the weight rows they will read next: a decode step
-    /// streams every weight from memory once, and the hardware prefetcher restarts at each
-    /// row's separate arrays. Prefetching is a hint, so an `at` past the end is harmless
-    /// (the addresses are formed with wrapping arithmetic and never read).
+    /// Asks for line `line` (64 bytes) of each array holding blocks `first..first + blocks` of
+    /// a Q4 matrix (nibbles, scales, minimums) to be brought into the cache; nothing once the
+    /// line is past them. The kernels call it with the weight rows they will read next, a line
+    /// per block they compute: a decode step streams every weight from memory once, and the
+    /// hardware prefetcher restarts at each row's separate arrays. Prefetching is a hint, so
+    /// blocks past the matrix's end are harmless (the addresses are formed with wrapping
+    /// arithmetic and never read).
     #[inline(always)]
-    fn q4_ahead(dec: &Q4Decoder, at: usize) {
+    fn q4_ahead(dec: &Q4Decoder, first: usize, blocks: usize, line: usize) {
+        let off = line * 64;
         // SAFETY: prefetch instructions do not fault and SSE is part of x86-64.
         unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(dec.quants.as_ptr().wrapping_add(at * 16) as *const i8);
-            _mm_prefetch::<_MM_HINT_T0>(dec.scales.as_ptr().wrapping_add(at) as *const i8);
-            _mm_prefetch::<_MM_HINT_T0>(dec.mins.as_ptr().wrapping_add(at) as *const i8);
+            if off < blocks * 16 {
+                let q = dec.quants.as_ptr().wrapping_add(first * 16 + off);
+                _mm_prefetch::<_MM_HINT_T0>(q as *const i8);
+            }
+            if off < blocks * 4 {
+                let s = dec.scales.as_ptr().wrapping_add(first) as *const i8;
+                _mm_prefetch::<_MM_HINT_T0>(s.wrapping_add(off));
+                let m = dec.mins.as_ptr().wrapping_add(first) as *const i8;
+                _mm_prefetch::<_MM_HINT_T0>(m.wrapping_add(off));
+            }
         }
     }
 
-    /// [`q4_ahead`] for a Q8 matrix (bytes, scale).
+    /// [`q4_ahead`] for a Q8 matrix (bytes, scales).
     #[inline(always)]
-    fn q8_ahead(dec: &Q8Decoder, at: usize) {
+    fn q8_ahead(dec: &Q8Decoder, first: usize, blocks: usize, line: usize) {
+        let off = line * 64;
         // SAFETY: as in `q4_ahead`.
         unsafe {
-            _mm_prefetch::<_MM_HINT_T0>(dec.quants.as_ptr().wrapping_add(at * 32));
-            _mm_prefetch::<_MM_HINT_T0>(dec.scales.as_ptr().wrapping_add(at) as *const i8);
+            if off < blocks * 32 {
+                _mm_prefetch::<_MM_HINT_T0>(dec.quants.as_ptr().wrapping_add(first * 32 + off));
+            }
+            if off < blocks * 4 {
+                let s = dec.scales.as_ptr().wrapping_add(first) as *const i8;
+                _mm_prefetch::<_MM_HINT_T0>(s.wrapping_add(off));
+            }
         }
     }
 
@@ -1237,7 +1253,7 @@ mod x86 {
         };
         rows_avx512::<R>(
             block,
-            |at| q4_ahead(dec, at),
+            |first, blocks, line| q4_ahead(dec, first, blocks, line),
             &Rows { x, m, r0, k, j0 },
             part,
         )
@@ -1280,7 +1296,7 @@ mod x86 {
         };
         rows_avx512::<R>(
             block,
-            |at| q8_ahead(dec, at),
+            |first, blocks, line| q8_ahead(dec, first, blocks, line),
             &Rows { x, m, r0, k, j0 },
             part,
         )
@@ -1294,7 +1310,7 @@ mod x86 {
     #[inline]
     unsafe fn rows_avx512<const R: usize>(
         block: impl Fn(usize) -> (__m512, __m512),
-        ahead: impl Fn(usize),
+        ahead: impl Fn(usize, usize, usize),
         at: &Rows,
         part: &mut [f32],
     ) {
@@ -1317,7 +1333,7 @@ mod x86 {
     #[inline]
     unsafe fn group_avx512<const R: usize, const W: usize>(
         block: &impl Fn(usize) -> (__m512, __m512),
-        ahead: &impl Fn(usize),
+        ahead: &impl Fn(usize, usize, usize),
         at: &Rows,
         mut jj: usize,
         part: &mut [f32],
@@ -1329,10 +1345,8 @@ mod x86 {
         while jj + W <= rows {
             let mut acc = [[_mm512_setzero_ps(); W]; R];
             for b in 0..nb {
-                // The next group's block `b`: about one group's work ahead.
-                for g in 0..W {
-                    ahead((j0 + jj + W + g) * nb + b);
-                }
+                // A line of the next group's blocks (at most one line per block computed).
+                ahead((j0 + jj + W) * nb, W * nb, b);
                 let mut w = [(_mm512_setzero_ps(), _mm512_setzero_ps()); W];
                 for (g, w) in w.iter_mut().enumerate() {
                     *w = block((j0 + jj + g) * nb + b);
@@ -1455,7 +1469,7 @@ mod x86 {
         };
         rows_avx2::<R>(
             block,
-            |at| q4_ahead(dec, at),
+            |first, blocks, line| q4_ahead(dec, first, blocks, line),
             &Rows { x, m, r0, k, j0 },
             part,
         )
@@ -1497,7 +1511,7 @@ mod x86 {
         };
         rows_avx2::<R>(
             block,
-            |at| q8_ahead(dec, at),
+            |first, blocks, line| q8_ahead(dec, first, blocks, line),
             &Rows { x, m, r0, k, j0 },
             part,
         )
@@ -1511,7 +1525,7 @@ mod x86 {
     #[inline]
     unsafe fn rows_avx2<const R: usize>(
         block: impl Fn(usize) -> [__m256; 4],
-        ahead: impl Fn(usize),
+        ahead: impl Fn(usize, usize, usize),
         at: &Rows,
         part: &mut [f32],
     ) {
@@ -1522,7 +1536,7 @@ mod x86 {
             let row = (j0 + jj) * nb;
             let mut acc = [[_mm256_setzero_ps(); 2]; R];
             for b in 0..nb {
-                ahead(row + AVX2_AHEAD * nb + b);
+                ahead(row + AVX2_AHEAD * nb, nb, b);
                 let w = block(row + b);
                 for (i, a) in acc.iter_mut().enumerate() {
                     let p = xp.add(i * k + b * 32);

@@ -1,0 +1,112 @@
+//! The quantised matmuls of one decode step of SmolLM2-135M (Q4_1 projections, Q8_0 head), and
+//! nothing else: `cargo run --release -p openclaw-engine --example decode_kernels [batch]`.
+//!
+//! Thirty layers of distinct random weights, so that every step streams them from memory as a
+//! real one does; prints the best of twenty steps, the layers and the head apart, in
+//! multiply-adds per second. Against the whole step (`openclaw-host bench decode`) it tells the
+//! kernels from everything around them.
+
+use std::time::Instant;
+
+use openclaw_engine::model::quantised::QuantMatrix;
+use openclaw_engine::weights::gguf::dequant::GgmlType;
+
+/// SmolLM2-135M's projections, `[rows, cols]`: q, k, v, o, gate, up, down.
+const LAYER: [(usize, usize); 7] = [
+    (576, 576),
+    (192, 576),
+    (192, 576),
+    (576, 576),
+    (1536, 576),
+    (1536, 576),
+    (576, 1536),
+];
+const LAYERS: usize = 30;
+const VOCAB: usize = 49152;
+const HIDDEN: usize = 576;
+
+/// GGUF blocks with unit scales, random quants and (Q4_1) a minimum of -2.
+fn blocks(ty: GgmlType, rows: usize, cols: usize, seed: u32) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(2_654_435_761).max(1);
+    let mut byte = move || {
+        state ^= state << 13;
+        state ^= state >> 17;
+        state ^= state << 5;
+        (state >> 24) as u8
+    };
+    let mut out = Vec::new();
+    for _ in 0..rows * cols / 32 {
+        if ty == GgmlType::Q4_1 {
+            out.extend_from_slice(&[0x00, 0x3c, 0x00, 0xc0]);
+            out.extend((0..16).map(|_| byte()));
+        } else {
+            out.extend_from_slice(&[0x00, 0x3c]);
+            out.extend((0..32).map(|_| byte() & 0x7f));
+        }
+    }
+    out
+}
+
+fn main() -> anyhow::Result<()> {
+    let m: usize = match std::env::args().nth(1) {
+        Some(s) => s.parse()?,
+        None => 8,
+    };
+    let layers = (0..LAYERS)
+        .map(|l| {
+            LAYER
+                .iter()
+                .enumerate()
+                .map(|(i, &(r, c))| {
+                    let seed = (l * LAYER.len() + i + 1) as u32;
+                    QuantMatrix::from_gguf(
+                        GgmlType::Q4_1,
+                        r,
+                        c,
+                        &blocks(GgmlType::Q4_1, r, c, seed),
+                    )
+                })
+                .collect::<anyhow::Result<Vec<_>>>()
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let head = QuantMatrix::from_gguf(
+        GgmlType::Q8_0,
+        VOCAB,
+        HIDDEN,
+        &blocks(GgmlType::Q8_0, VOCAB, HIDDEN, 999),
+    )?;
+    let input = |k: usize| -> Vec<f32> {
+        (0..m * k)
+            .map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5)
+            .collect()
+    };
+    let (x, x_down) = (input(HIDDEN), input(LAYER[6].1));
+    let layer_macs = (LAYERS * LAYER.iter().map(|(r, c)| r * c).sum::<usize>() * m) as f64;
+    let head_macs = (VOCAB * HIDDEN * m) as f64;
+    let (mut best_layers, mut best_head) = (f64::INFINITY, f64::INFINITY);
+    // On a pool thread, as a decode step runs (its matmuls split with a plain join).
+    rayon::scope(|_| {
+        for _ in 0..20 {
+            let t = Instant::now();
+            for layer in &layers {
+                for (i, q) in layer.iter().enumerate() {
+                    std::hint::black_box(q.matmul(if i == 6 { &x_down } else { &x }, m));
+                }
+            }
+            best_layers = best_layers.min(t.elapsed().as_secs_f64());
+            let t = Instant::now();
+            std::hint::black_box(head.matmul(&x, m));
+            best_head = best_head.min(t.elapsed().as_secs_f64());
+        }
+    });
+    println!(
+        "batch {m}, {} threads: layers {:.2} ms ({:.1} G multiply-adds/s), head {:.2} ms ({:.1}), step {:.2} ms",
+        rayon::current_num_threads(),
+        best_layers * 1e3,
+        layer_macs / best_layers / 1e9,
+        best_head * 1e3,
+        head_macs / best_head / 1e9,
+        (best_layers + best_head) * 1e3
+    );
+    Ok(())
+}

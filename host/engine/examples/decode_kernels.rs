@@ -3,8 +3,9 @@
 //!
 //! Thirty layers of distinct random weights, so that every step streams them from memory as a
 //! real one does; prints the best of twenty steps, the layers and the head apart, in
-//! multiply-adds per second. Against the whole step (`openclaw-host bench decode`) it tells the
-//! kernels from everything around them.
+//! multiply-adds per second, beside the machine's peak: every pool thread running independent
+//! AVX-512 FMAs at once (on a CPU with AVX-512). Against the whole step (`openclaw-host bench
+//! decode`) it tells the kernels from everything around them.
 
 use std::time::Instant;
 
@@ -45,6 +46,40 @@ fn blocks(ty: GgmlType, rows: usize, cols: usize, seed: u32) -> Vec<u8> {
         }
     }
     out
+}
+
+/// Multiply-adds per second of every pool thread issuing independent AVX-512 FMAs at once (12
+/// accumulators, enough to cover the FMA latency); `None` without AVX-512.
+fn fma_peak() -> Option<f64> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::*;
+        if !is_x86_feature_detected!("avx512f") {
+            return None;
+        }
+        const ROUNDS: usize = 20_000_000;
+        #[target_feature(enable = "avx512f")]
+        unsafe fn spin(rounds: usize) -> f32 {
+            let (a, b) = (
+                _mm512_set1_ps(std::hint::black_box(1.0)),
+                _mm512_set1_ps(std::hint::black_box(1e-9)),
+            );
+            let mut acc = [_mm512_setzero_ps(); 12];
+            for _ in 0..rounds {
+                for c in acc.iter_mut() {
+                    *c = _mm512_fmadd_ps(*c, a, b);
+                }
+            }
+            acc.iter().map(|&c| _mm512_reduce_add_ps(c)).sum()
+        }
+        let t = Instant::now();
+        // SAFETY: the CPU has AVX-512 (checked above).
+        let sums = rayon::broadcast(|_| unsafe { spin(ROUNDS) });
+        let lanes = (std::hint::black_box(sums).len() * ROUNDS * 12 * 16) as f64;
+        Some(lanes / t.elapsed().as_secs_f64())
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    None
 }
 
 fn main() -> anyhow::Result<()> {
@@ -99,14 +134,25 @@ fn main() -> anyhow::Result<()> {
             best_head = best_head.min(t.elapsed().as_secs_f64());
         }
     });
+    let step = best_layers + best_head;
+    let rate = (layer_macs + head_macs) / step;
     println!(
-        "batch {m}, {} threads: layers {:.2} ms ({:.1} G multiply-adds/s), head {:.2} ms ({:.1}), step {:.2} ms",
+        "batch {m}, {} threads: layers {:.2} ms ({:.1} G multiply-adds/s), head {:.2} ms ({:.1}), step {:.2} ms ({:.1})",
         rayon::current_num_threads(),
         best_layers * 1e3,
         layer_macs / best_layers / 1e9,
         best_head * 1e3,
         head_macs / best_head / 1e9,
-        (best_layers + best_head) * 1e3
+        step * 1e3,
+        rate / 1e9,
     );
+    match fma_peak() {
+        Some(peak) => println!(
+            "FMA peak of the pool: {:.1} G multiply-adds/s; the step's matmuls run at {:.0}% of it",
+            peak / 1e9,
+            100.0 * rate / peak
+        ),
+        None => println!("FMA peak: not measured (no AVX-512 here)"),
+    }
     Ok(())
 }

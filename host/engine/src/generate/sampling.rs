@@ -132,8 +132,8 @@ struct BlockMass<'a> {
 impl pulp::WithSimd for BlockMass<'_> {
     type Output = Vec<f64>;
 
-    // Inlined into pulp's function for the features found; plain loops, since an iterator
-    // adapter may stay an out-of-line function compiled for the baseline.
+    // Inlined into pulp's function for the features found. Loops rather than `map(..).sum()`
+    // and `collect`: those stayed out-of-line functions compiled for the baseline.
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, _simd: S) -> Vec<f64> {
         let BlockMass { logits, scale, max } = self;

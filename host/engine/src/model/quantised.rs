@@ -18,8 +18,8 @@
 //! Each output is summed over its row's blocks in the same order whatever the number of rows in
 //! the call, so a sequence's logits do not depend on how many others share its decode step.
 //! The decode kernels prefetch the next weight rows' blocks (a step streams every weight from
-//! memory) and, for a full pass of eight rows, add up the sixteen partial-sum vectors together
-//! ([`x86::sum16_each`], the same additions as one at a time).
+//! memory) and, for a full pass of eight rows, add up the sixteen partial-sum vectors of a pair
+//! of weight rows together (`x86::sum16_each`, the same additions as one at a time).
 
 use std::fmt;
 
@@ -307,15 +307,11 @@ impl QuantMatrix {
 
     /// [`Self::matmul`] with the kernels of `isa` (which the CPU must have).
     fn matmul_on(&self, isa: Simd, x: &[f32], m: usize) -> Vec<f32> {
-        // One or two rows are bound by widening the blocks, which the eight-lane conversions do
-        // faster (SmolLM2 at batch 1 on an AMD EPYC with AVX-512: 111-132 tokens/s with the
-        // AVX2 kernels, 91-109 with the AVX-512 ones; at batch 8 the wider FMAs win, 261-288
-        // against 212-282). The two give the same bits, so a row's result still does not depend
-        // on the rows beside it.
-        let isa = match isa {
-            Simd::Avx512 if m <= 2 => Simd::Avx2,
-            other => other,
-        };
+        // Every row count takes `isa`'s kernels. (One or two rows used to take the AVX2 ones,
+        // whose eight-lane conversions widened blocks faster while the step waited on memory;
+        // with the weights prefetched the AVX-512 ones are ahead there too: SmolLM2 at batch 1
+        // on an AMD EPYC, 162-171 against 153-160 tokens/s.) The two give the same bits, so a
+        // row's result does not depend on the rows beside it either way.
         let (n, k) = (self.rows, self.cols);
         assert_eq!(x.len(), m * k, "x is [m, cols]");
         if m == 0 || n == 0 {
@@ -1345,7 +1341,7 @@ mod x86 {
         while jj + W <= rows {
             let mut acc = [[_mm512_setzero_ps(); W]; R];
             for b in 0..nb {
-                // A line of the next group's blocks (at most one line per block computed).
+                // One line of each array holding the next group's blocks per block computed.
                 ahead((j0 + jj + W) * nb, W * nb, b);
                 let mut w = [(_mm512_setzero_ps(), _mm512_setzero_ps()); W];
                 for (g, w) in w.iter_mut().enumerate() {

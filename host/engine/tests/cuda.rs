@@ -62,6 +62,12 @@ fn mask_on<Bk: Backend>(
     Tensor::from_data(TensorData::new(hidden.to_vec(), shape), dev)
 }
 
+/// Reads a fresh tensor back from the GPU: a failed kernel launch is reported at the next read,
+/// so a step calls this after its last operation to have the error land in that step.
+fn surface_launch_errors(gpu: &CudaDevice) {
+    Tensor::<Cu, 1>::zeros([4], gpu).into_data();
+}
+
 /// burn's attention on `dev` of backend `Bk` over the inputs, flattened.
 fn attention_on<Bk: Backend>(
     dev: &Bk::Device,
@@ -227,8 +233,7 @@ fn the_cuda_backend_runs_every_step_of_serving_as_the_cpu_does() {
             .collect();
         step(&mut failed, "sampled generation, 12 sequences", || {
             let g = generate(w.clone(), reqs.clone(), None).unwrap();
-            // A launch error is reported at the next read: read something after the last step.
-            Tensor::<Cu, 1>::zeros([4], &gpu).into_data();
+            surface_launch_errors(&gpu);
             eprintln!(
                 "      lengths {:?}",
                 g.iter().map(|g| g.token_ids.len()).collect::<Vec<_>>()
@@ -275,7 +280,7 @@ fn the_cuda_backend_runs_every_step_of_serving_as_the_cpu_does() {
                 while !second.is_finished() {
                     second.step();
                 }
-                Tensor::<Cu, 1>::zeros([4], &gpu).into_data();
+                surface_launch_errors(&gpu);
                 assert!(cache.stats().hits > 0, "the second turn reused the first");
                 eprintln!(
                     "      second turn lengths {:?}",
@@ -341,7 +346,7 @@ fn the_cuda_backend_runs_every_step_of_serving_as_the_cpu_does() {
         .unwrap();
         step(&mut failed, "greedy generation of a padded batch", || {
             let got = generate(Arc::new(Versioned { version: 0, model }), requests, None).unwrap();
-            Tensor::<Cu, 1>::zeros([4], &gpu).into_data();
+            surface_launch_errors(&gpu);
             for (g, w) in got.iter().zip(&want) {
                 eprintln!("      gpu {:?} cpu {:?}", g.token_ids, w.token_ids);
                 assert_eq!(g.token_ids, w.token_ids, "the greedy tokens differ");

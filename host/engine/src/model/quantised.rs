@@ -1124,45 +1124,46 @@ mod x86 {
         }};
     }
 
-    /// Asks for line `line` (64 bytes) of each array holding blocks `first..first + blocks` of
-    /// a Q4 matrix (nibbles, scales, minimums) to be brought into the cache; nothing once the
-    /// line is past them. The kernels call it with the weight rows they will read next, a line
-    /// per block they compute: a decode step streams every weight from memory once, and the
-    /// hardware prefetcher restarts at each row's separate arrays. Prefetching is a hint, so
+    /// Asks for line `line` (64 bytes) of each array holding blocks `first..first + blocks` to
+    /// be brought into the cache; `arrays` gives each array's start and bytes per block (Q4:
+    /// nibbles 16, scales 4, minimums 4; Q8: bytes 32, scales 4), and an array whose blocks end
+    /// before the line is skipped. The kernels call it with the weight rows they will read next,
+    /// a line per block they compute: a decode step streams every weight from memory once, and
+    /// the hardware prefetcher restarts at each row's separate arrays. Prefetching is a hint, so
     /// blocks past the matrix's end are harmless (the addresses are formed with wrapping
     /// arithmetic and never read).
     #[inline(always)]
-    fn q4_ahead(dec: &Q4Decoder, first: usize, blocks: usize, line: usize) {
+    fn ahead<const N: usize>(
+        arrays: [(*const i8, usize); N],
+        first: usize,
+        blocks: usize,
+        line: usize,
+    ) {
         let off = line * 64;
-        // SAFETY: prefetch instructions do not fault and SSE is part of x86-64.
-        unsafe {
-            if off < blocks * 16 {
-                let q = dec.quants.as_ptr().wrapping_add(first * 16 + off);
-                _mm_prefetch::<_MM_HINT_T0>(q as *const i8);
-            }
-            if off < blocks * 4 {
-                let s = dec.scales.as_ptr().wrapping_add(first) as *const i8;
-                _mm_prefetch::<_MM_HINT_T0>(s.wrapping_add(off));
-                let m = dec.mins.as_ptr().wrapping_add(first) as *const i8;
-                _mm_prefetch::<_MM_HINT_T0>(m.wrapping_add(off));
+        for (start, per_block) in arrays {
+            if off < blocks * per_block {
+                let at = start.wrapping_add(first * per_block + off);
+                // SAFETY: prefetch instructions do not fault and SSE is part of x86-64.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(at) };
             }
         }
     }
 
-    /// [`q4_ahead`] for a Q8 matrix (bytes, scales).
-    #[inline(always)]
-    fn q8_ahead(dec: &Q8Decoder, first: usize, blocks: usize, line: usize) {
-        let off = line * 64;
-        // SAFETY: as in `q4_ahead`.
-        unsafe {
-            if off < blocks * 32 {
-                _mm_prefetch::<_MM_HINT_T0>(dec.quants.as_ptr().wrapping_add(first * 32 + off));
-            }
-            if off < blocks * 4 {
-                let s = dec.scales.as_ptr().wrapping_add(first) as *const i8;
-                _mm_prefetch::<_MM_HINT_T0>(s.wrapping_add(off));
-            }
-        }
+    /// [`ahead`]'s arrays of a Q4 matrix.
+    fn q4_arrays(dec: &Q4Decoder) -> [(*const i8, usize); 3] {
+        [
+            (dec.quants.as_ptr() as *const i8, 16),
+            (dec.scales.as_ptr() as *const i8, 4),
+            (dec.mins.as_ptr() as *const i8, 4),
+        ]
+    }
+
+    /// [`ahead`]'s arrays of a Q8 matrix.
+    fn q8_arrays(dec: &Q8Decoder) -> [(*const i8, usize); 2] {
+        [
+            (dec.quants.as_ptr(), 32),
+            (dec.scales.as_ptr() as *const i8, 4),
+        ]
     }
 
     /// Weight rows ahead of the one being read that the AVX2 kernels prefetch.
@@ -1249,7 +1250,7 @@ mod x86 {
         };
         rows_avx512::<R>(
             block,
-            |first, blocks, line| q4_ahead(dec, first, blocks, line),
+            |first, blocks, line| ahead(q4_arrays(dec), first, blocks, line),
             &Rows { x, m, r0, k, j0 },
             part,
         )
@@ -1292,7 +1293,7 @@ mod x86 {
         };
         rows_avx512::<R>(
             block,
-            |first, blocks, line| q8_ahead(dec, first, blocks, line),
+            |first, blocks, line| ahead(q8_arrays(dec), first, blocks, line),
             &Rows { x, m, r0, k, j0 },
             part,
         )
@@ -1465,7 +1466,7 @@ mod x86 {
         };
         rows_avx2::<R>(
             block,
-            |first, blocks, line| q4_ahead(dec, first, blocks, line),
+            |first, blocks, line| ahead(q4_arrays(dec), first, blocks, line),
             &Rows { x, m, r0, k, j0 },
             part,
         )
@@ -1507,7 +1508,7 @@ mod x86 {
         };
         rows_avx2::<R>(
             block,
-            |first, blocks, line| q8_ahead(dec, first, blocks, line),
+            |first, blocks, line| ahead(q8_arrays(dec), first, blocks, line),
             &Rows { x, m, r0, k, j0 },
             part,
         )

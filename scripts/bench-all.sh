@@ -17,6 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${1:-python3}
 THREADS=${RAYON_NUM_THREADS:-2}
+STEPS=${STEPS:-20} # timed training steps per shape on each side
 export RAYON_NUM_THREADS=$THREADS
 MODEL=.assets/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
 OUT=target/bench-all
@@ -33,8 +34,8 @@ BIN=./target/release/openclaw-host
 
 step() { echo "bench-all: $*" >&2; }
 step "training (openclaw-host, then PyTorch)"
-"$BIN" bench train 2>/dev/null > "$OUT/train.json"
-"$PY" host/train/bench/torch_train.py 5 > "$OUT/torch_train.json"
+"$BIN" bench train --steps "$STEPS" 2>/dev/null > "$OUT/train.json"
+"$PY" host/train/bench/torch_train.py "$STEPS" > "$OUT/torch_train.json"
 step "prefill, decode, scoring (openclaw-host, then transformers)"
 "$BIN" bench engine 2>/dev/null > "$OUT/engine.json"
 "$PY" host/engine/bench/torch_engine.py > "$OUT/torch_engine.json"

@@ -161,6 +161,9 @@ pub enum Command {
         /// serve: tokens per answer.
         #[arg(long, default_value_t = 32)]
         max_tokens: u32,
+        /// train: timed optimizer steps per shape, after one warm-up step (the mean counts).
+        #[arg(long, default_value_t = 20)]
+        steps: usize,
         #[command(flatten)]
         decode: DecodeBenchFlags,
     },
@@ -407,6 +410,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             clients,
             seconds,
             max_tokens,
+            steps,
             decode,
         } => match what.as_str() {
             "engine" => bench_engine(),
@@ -416,7 +420,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                 )?;
                 bench_decode(Path::new(&model), &decode)
             }
-            "train" => bench_train(),
+            "train" => bench_train(steps),
             "serve" => {
                 let model = match model_path {
                     Some(m) => m,
@@ -569,8 +573,9 @@ fn peak_rss_mib() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
-fn bench_train() -> anyhow::Result<i32> {
+fn bench_train(steps: usize) -> anyhow::Result<i32> {
     use openclaw_train::bench::{run, BenchConfig};
+    anyhow::ensure!(steps > 0, "bench train --steps must be at least 1");
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
@@ -585,7 +590,7 @@ fn bench_train() -> anyhow::Result<i32> {
     };
     for (name, mut cfg) in [("tiny-1M", small), ("bench-4L-256", BenchConfig::tiny())] {
         cfg.data_parallel = threads;
-        cfg.iters = 5;
+        cfg.iters = steps;
         let r =
             run::<burn::backend::Autodiff<openclaw_engine::CpuBackend>>(&cfg, &Default::default())?;
         eprintln!(

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Training throughput of openclaw-host against PyTorch on this machine, same shapes, same
 # work per step, run back to back. Usage: host/train/bench/compare.sh [python]
-# (python: an interpreter with torch and transformers; default python3).
+# (python: an interpreter with torch and transformers; default python3). STEPS (default 20):
+# timed steps per shape on each side, after one warm-up step.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 PY=${1:-python3}
+STEPS=${STEPS:-20}
 cargo build --release -p openclaw-host --quiet
-ours=$(./target/release/openclaw-host bench train 2>/dev/null)
-theirs=$("$PY" host/train/bench/torch_train.py 5)
+ours=$(./target/release/openclaw-host bench train --steps "$STEPS" 2>/dev/null)
+theirs=$("$PY" host/train/bench/torch_train.py "$STEPS")
 "$PY" - "$ours" "$theirs" <<'PYEOF'
 import json, sys
 ours, theirs = json.loads(sys.argv[1]), json.loads(sys.argv[2])

@@ -65,7 +65,7 @@ def bench(name: str, iters: int) -> dict:
 
 
 def main() -> None:
-    iters = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    iters = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     torch.set_num_threads(2)
     runs = [bench(name, iters) for name in CONFIGS]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -4,7 +4,7 @@
 
 Needs: pip install torch transformers
 Same model (random Qwen3: vocab 4096, hidden 256, intermediate 768, 4 layers, 8 q / 4 kv heads of
-32, tied embeddings), 2 threads, f32, best of 3 timed runs after one warm-up:
+32, tied embeddings), 2 threads, f32, best of 10 timed runs after one warm-up (as `bench engine`):
   prefill: one 256-token prompt, logits of the last position only
   decode:  16-token prompts, 64 new tokens, full-vocabulary sampling at temperature 1, batch 1 and 8
   score:   8 sequences of 16 + 64 tokens, logprob of every response token
@@ -18,7 +18,7 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 THREADS = 2
-PROMPT, NEW, PREFILL, SCORE_BATCH, REPEATS = 16, 64, 256, 8, 3
+PROMPT, NEW, PREFILL, SCORE_BATCH, REPEATS = 16, 64, 256, 8, 10
 
 
 def best_of(fn):

@@ -54,7 +54,9 @@ impl Default for BenchConfig {
             decode_batches: vec![1, 8],
             prefill_len: 256,
             score_batch: 8,
-            repeats: 3,
+            // Best of ten: each run takes milliseconds, and on a shared machine best of three
+            // moved the prefill ratio by half from one run to the next.
+            repeats: 10,
             decode_groups: cpu_threads(),
             seed: 0,
         }

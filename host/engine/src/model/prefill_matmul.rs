@@ -20,8 +20,19 @@ use super::simd_kernels::{panel, Accumulate, Operand, PAD};
 
 const _: () = assert!(TASK_COLUMNS.is_multiple_of(PAD) && MIN_TASK_COLUMNS.is_multiple_of(PAD));
 
-/// Rows one rayon task covers.
-const TASK_ROWS: usize = 96;
+/// Most rows one rayon task covers.
+pub(crate) const TASK_ROWS: usize = 96;
+
+/// Rows per task for a pass over `m` rows: at most [`TASK_ROWS`], in a number of tasks the
+/// pool's threads share evenly. Fixed 96-row tasks cut a 256-token prompt into three, and one
+/// of two threads did twice the other's work. A row's result does not depend on its task (see
+/// [`super::simd_kernels`]).
+pub(crate) fn rows_per_task(m: usize) -> usize {
+    let tasks = m
+        .div_ceil(TASK_ROWS)
+        .next_multiple_of(rayon::current_num_threads().max(1));
+    m.div_ceil(tasks).max(1)
+}
 
 /// `x [rows, k] · w [k, n]` when `B` is the CPU backend and both are contiguous f32; `None`
 /// otherwise (the caller uses the general matmul). Every row count takes this path, so a row's
@@ -47,8 +58,9 @@ pub fn matmul(x: &[f32], w: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
     assert_eq!(w.len(), k * n);
     let mut y = vec![0f32; m * n];
     if m > TASK_ROWS {
-        y.par_chunks_mut(TASK_ROWS * n)
-            .zip(x.par_chunks(TASK_ROWS * k))
+        let rows = rows_per_task(m);
+        y.par_chunks_mut(rows * n)
+            .zip(x.par_chunks(rows * k))
             .for_each(|(y, x)| {
                 Arch::new().dispatch(Block {
                     x,
@@ -237,5 +249,51 @@ mod tests {
         let row = 101;
         let alone = matmul(&x[row * k..(row + 1) * k], &w, 1, k, n);
         assert_eq!(alone, &all[row * n..(row + 1) * n]);
+    }
+
+    /// Row tasks are at most `TASK_ROWS` tall and the busiest thread has its even share of the
+    /// rows plus at most one row per task it runs (the rounding): a 256-token prompt on two
+    /// threads is four tasks of 64 rows, not 96, 96 and 64.
+    #[test]
+    fn row_tasks_share_the_rows_evenly_over_the_threads() {
+        for threads in 1..=4 {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                for m in TASK_ROWS + 1..3000 {
+                    let rows = rows_per_task(m);
+                    assert!((1..=TASK_ROWS).contains(&rows), "{m} rows: tasks of {rows}");
+                    let tasks = m.div_ceil(rows);
+                    let busiest = tasks.div_ceil(threads) * rows;
+                    assert!(
+                        busiest <= m.div_ceil(threads) + tasks.div_ceil(threads),
+                        "{m} rows on {threads} threads: tasks of {rows}, the busiest thread {busiest}"
+                    );
+                }
+                if threads == 2 {
+                    assert_eq!(rows_per_task(256), 64);
+                }
+            });
+        }
+    }
+
+    /// The rows split into tasks of another height come out with the same bits.
+    #[test]
+    fn the_task_height_does_not_change_a_row() {
+        let (m, k, n) = (256, 64, 96);
+        let (x, w) = (values(m * k, 5), values(k * n, 6));
+        let on = |threads: usize| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap()
+                .install(|| matmul(&x, &w, m, k, n))
+        };
+        let one = on(1);
+        for threads in [2, 3] {
+            assert_eq!(on(threads), one, "{threads} threads");
+        }
     }
 }

@@ -19,6 +19,7 @@ use pulp::{Arch, Simd, WithSimd};
 use rayon::prelude::*;
 
 use super::flex::{as_flex, as_tracked, contiguous_f32, from_tracked, from_vec, AdTensor};
+use super::prefill_matmul::{rows_per_task, TASK_ROWS};
 
 use super::simd_kernels::{exp2, panel, Accumulate, Operand, PAD};
 
@@ -230,9 +231,6 @@ fn silu_mul_into<S: Simd>(simd: S, gate: &[f32], up: &[f32], out: &mut [f32]) {
     }
 }
 
-/// Rows one rayon task of [`swiglu`] covers.
-const TASK_ROWS: usize = 96;
-
 /// `silu(x W_gate) · (x W_up)` for `x [rows, k]` and both weights `[k, n]`, when `B` is the CPU
 /// backend, all are contiguous f32, `n` is a whole number of column panels and the rows are
 /// many; `None` otherwise (the caller uses the projections and [`try_silu_mul`], which give the
@@ -294,8 +292,9 @@ pub fn swiglu(x: &[f32], w_gate: &[f32], w_up: &[f32], m: usize, k: usize, n: us
         // One task (a short prompt): no hand-off to the pool.
         task(x, &mut y);
     } else {
-        y.par_chunks_mut(TASK_ROWS * n)
-            .zip(x.par_chunks(TASK_ROWS * k))
+        let rows = rows_per_task(m);
+        y.par_chunks_mut(rows * n)
+            .zip(x.par_chunks(rows * k))
             .for_each(|(y, x)| task(x, y));
     }
     y

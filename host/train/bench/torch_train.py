@@ -1,8 +1,9 @@
 """PyTorch reference for `openclaw-host bench train`: the same Qwen3 shapes and the same work
 per step (forward, shifted cross-entropy, backward, AdamW lr 1e-4, no clipping) on random
-tokens, 2 threads. Prints one JSON line per configuration.
+tokens, 2 threads. Prints one JSON object: every configuration's step times and tokens/s, and
+the peak resident memory.
 
-    python host/train/bench/torch_train.py [iters]
+    python host/train/bench/torch_train.py [iters]   (timed steps per configuration, default 20)
 
 Needs torch and transformers (`pip install torch transformers`); `compare.sh` runs both sides.
 """
@@ -66,6 +67,8 @@ def bench(name: str, iters: int) -> dict:
 
 def main() -> None:
     iters = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    if iters < 1:
+        sys.exit(f"torch_train.py: timed steps must be at least 1 (got {iters})")
     torch.set_num_threads(2)
     runs = [bench(name, iters) for name in CONFIGS]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -2,7 +2,7 @@
 //! once, sharing the weights, and their gradients are summed. On the CPU backend this is what
 //! uses a second core: burn-flex runs element-wise ops on the calling thread only, so two
 //! threads each doing half of the micro-batches keep both cores busy (about 1.5× on the
-//! 2-core development machine for the benchmark model; gradients are bit-identical).
+//! 2-core development machine for the benchmark model; gradients agree within 1e-7).
 //!
 //! Each item runs inside a rayon pool of one thread of its own, so the products and kernels
 //! inside it stay on that thread: on the shared global pool the items' products fanned out

@@ -267,7 +267,7 @@ mod tests {
                 for m in TASK_ROWS + 1..3000 {
                     let rows = rows_per_task(m);
                     assert!(
-                        (8..=TASK_ROWS).contains(&rows) && rows % 8 == 0,
+                        (8..=TASK_ROWS).contains(&rows) && rows.is_multiple_of(8),
                         "{m} rows: tasks of {rows}"
                     );
                     let tasks = m.div_ceil(rows);

@@ -920,7 +920,7 @@ pub(crate) mod tests {
             let data = random_blocks(ty, n * k / 32, 21);
             let q = QuantMatrix::from_gguf(ty, n, k, &data).unwrap();
             let w = q.dequantise();
-            for m in [1, 2, 3, 4, 5, 8, 9, 13] {
+            for m in [1, 2, 3, 4, 5, 6, 7, 8, 9, 13] {
                 let x = values(m * k, 7 + m as u32);
                 let want = reference(&x, &w, m, k, n);
                 let ys: Vec<Vec<f32>> = isas.iter().map(|&i| q.matmul_on(i, &x, m)).collect();

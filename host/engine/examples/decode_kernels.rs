@@ -137,8 +137,7 @@ fn main() -> anyhow::Result<()> {
             best_step = best_step.min(step.elapsed().as_secs_f64());
         }
     });
-    let step = best_step;
-    let rate = (layer_macs + head_macs) / step;
+    let rate = (layer_macs + head_macs) / best_step;
     println!(
         "batch {m}, {} threads: layers {:.2} ms ({:.1} G multiply-adds/s), head {:.2} ms ({:.1}), step {:.2} ms ({:.1})",
         rayon::current_num_threads(),
@@ -146,7 +145,7 @@ fn main() -> anyhow::Result<()> {
         layer_macs / best_layers / 1e9,
         best_head * 1e3,
         head_macs / best_head / 1e9,
-        step * 1e3,
+        best_step * 1e3,
         rate / 1e9,
     );
     match fma_peak() {

@@ -1236,13 +1236,16 @@ mod x86 {
         check(dec.quants.len(), 16, k, j0, part.len() / m, x.len(), R);
         check(dec.scales.len() * 16, 16, k, j0, part.len() / m, x.len(), R);
         check(dec.mins.len() * 16, 16, k, j0, part.len() / m, x.len(), R);
-        let mask = _mm_set1_epi8(0x0F);
+        let mask = _mm512_set1_epi32(0x0F);
+        // Byte `j` holds value `j` in its low nibble and value `16 + j` in its high one. The
+        // sixteen bytes are widened to 32-bit lanes first and split there: one widening rather
+        // than two (1% off the projections of a batch-8 SmolLM2 step, `decode_kernels 8`).
         let block = |at: usize| {
             let qb = _mm_loadu_si128(dec.quants.as_ptr().add(at * 16) as *const __m128i);
             let d = _mm512_set1_ps(*dec.scales.get_unchecked(at));
             let mn = _mm512_set1_ps(*dec.mins.get_unchecked(at));
-            let lo = _mm512_cvtepu8_epi32(_mm_and_si128(qb, mask));
-            let hi = _mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(qb, 4), mask));
+            let b = _mm512_cvtepu8_epi32(qb);
+            let (lo, hi) = (_mm512_and_si512(b, mask), _mm512_srli_epi32(b, 4));
             (
                 _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo), d, mn),
                 _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi), d, mn),
@@ -1447,21 +1450,23 @@ mod x86 {
         check(dec.quants.len(), 16, k, j0, part.len() / m, x.len(), R);
         check(dec.scales.len() * 16, 16, k, j0, part.len() / m, x.len(), R);
         check(dec.mins.len() * 16, 16, k, j0, part.len() / m, x.len(), R);
-        let mask = _mm_set1_epi8(0x0F);
-        let widen = |v: __m128i, d: __m256, mn: __m256| {
-            _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)), d, mn)
-        };
+        let mask = _mm256_set1_epi32(0x0F);
+        let widen =
+            |q: __m256i, d: __m256, mn: __m256| _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), d, mn);
+        // Byte `j` holds value `j` in its low nibble and value `16 + j` in its high one. Eight
+        // bytes at a time are widened to 32-bit lanes first and split there: two widenings
+        // rather than four and no byte shifts (4% off the projections of a batch-8 SmolLM2 step).
         let block = |at: usize| {
-            let qb = _mm_loadu_si128(dec.quants.as_ptr().add(at * 16) as *const __m128i);
+            let qp = dec.quants.as_ptr().add(at * 16);
             let d = _mm256_set1_ps(*dec.scales.get_unchecked(at));
             let mn = _mm256_set1_ps(*dec.mins.get_unchecked(at));
-            let lo = _mm_and_si128(qb, mask);
-            let hi = _mm_and_si128(_mm_srli_epi16(qb, 4), mask);
+            let b0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(qp as *const __m128i));
+            let b1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64(qp.add(8) as *const __m128i));
             [
-                widen(lo, d, mn),
-                widen(_mm_srli_si128(lo, 8), d, mn),
-                widen(hi, d, mn),
-                widen(_mm_srli_si128(hi, 8), d, mn),
+                widen(_mm256_and_si256(b0, mask), d, mn),
+                widen(_mm256_and_si256(b1, mask), d, mn),
+                widen(_mm256_srli_epi32(b0, 4), d, mn),
+                widen(_mm256_srli_epi32(b1, 4), d, mn),
             ]
         };
         rows_avx2::<R>(

@@ -323,26 +323,24 @@ impl QuantMatrix {
         let out = SharedOut(y.as_mut_ptr());
         (0..n.div_ceil(task)).into_par_iter().for_each(|t| {
             let j0 = t * task;
-            let cols = task.min(n - j0);
-            // The kernels write `[weight rows, m]`; each task scatters its part into the
-            // `[m, n]` result (its own columns), so no pass over the whole result follows.
-            let mut part = vec![0f32; cols * m];
+            // The kernels write their results straight into the task's columns of `y`.
+            let mut part = Part {
+                out,
+                m,
+                n,
+                j0,
+                rows: task.min(n - j0),
+            };
             self.task_on(isa, x, m, k, j0, &mut part);
-            for (jj, ys) in part.chunks_exact(m).enumerate() {
-                for (i, &v) in ys.iter().enumerate() {
-                    // SAFETY: `i * n + j0 + jj` is below `m * n`, and tasks write disjoint
-                    // columns of the reserved buffer, which is set in full before it is read.
-                    unsafe { out.at(i * n + j0 + jj).write(v) };
-                }
-            }
         });
-        // SAFETY: the tasks above wrote every one of the `m * n` elements.
+        // SAFETY: the tasks above wrote every one of the `m * n` elements (each kernel writes
+        // every (activation row, task row) of its part).
         unsafe { y.set_len(m * n) };
         y
     }
 
-    /// One task of [`Self::matmul_on`]: weight rows from `j0` on into `part` (`[rows, m]`).
-    fn task_on(&self, isa: Simd, x: &[f32], m: usize, k: usize, j0: usize, part: &mut [f32]) {
+    /// One task of [`Self::matmul_on`]: weight rows from `j0` on into `part`.
+    fn task_on(&self, isa: Simd, x: &[f32], m: usize, k: usize, j0: usize, part: &mut Part) {
         match &self.blocks {
             Blocks::Q4 {
                 quants,
@@ -487,6 +485,36 @@ impl SharedOut {
     /// Element `i` (a method, so closures capture the whole wrapper, not its raw pointer).
     fn at(self, i: usize) -> *mut f32 {
         self.0.wrapping_add(i)
+    }
+}
+
+/// One task's share of [`QuantMatrix::matmul_on`]'s `[m, n]` result: weight rows (result
+/// columns) `j0..j0 + rows`, which no other task writes. The kernels write each element once,
+/// straight into the result, rather than into a buffer of their own that is scattered after.
+struct Part {
+    out: SharedOut,
+    m: usize,
+    n: usize,
+    j0: usize,
+    rows: usize,
+}
+
+impl Part {
+    /// The task's weight rows.
+    fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Sets (activation row `i`, task row `jj`): result element `[i, j0 + jj]`.
+    #[inline(always)]
+    fn set(&mut self, i: usize, jj: usize, v: f32) {
+        assert!(
+            i < self.m && jj < self.rows,
+            "a kernel writes within its part"
+        );
+        // SAFETY: within `[m, n]` (checked above, and `j0 + rows <= n` by construction), in the
+        // columns only this part writes; the buffer outlives the tasks.
+        unsafe { self.out.at(i * self.n + self.j0 + jj).write(v) }
     }
 }
 
@@ -668,7 +696,7 @@ fn detect() -> Simd {
 }
 
 /// The portable kernel (any block type), compiled with FMA where the CPU has it.
-fn task_generic<D: Decode>(dec: &D, x: &[f32], m: usize, k: usize, j0: usize, part: &mut [f32]) {
+fn task_generic<D: Decode>(dec: &D, x: &[f32], m: usize, k: usize, j0: usize, part: &mut Part) {
     #[cfg(target_arch = "x86_64")]
     {
         if simd() != Simd::Generic {
@@ -681,7 +709,7 @@ fn task_generic<D: Decode>(dec: &D, x: &[f32], m: usize, k: usize, j0: usize, pa
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn task_fma<D: Decode>(dec: &D, x: &[f32], m: usize, k: usize, j0: usize, part: &mut [f32]) {
+unsafe fn task_fma<D: Decode>(dec: &D, x: &[f32], m: usize, k: usize, j0: usize, part: &mut Part) {
     task::<D, true>(dec, x, m, k, j0, part)
 }
 
@@ -693,20 +721,20 @@ fn task<D: Decode, const FMA: bool>(
     m: usize,
     k: usize,
     j0: usize,
-    part: &mut [f32],
+    part: &mut Part,
 ) {
     let mut r0 = 0;
     while r0 < m {
         let xs = &x[r0 * k..];
         match m - r0 {
-            1 => pass::<D, 1, FMA>(dec, xs, m, r0, k, j0, part),
-            2 => pass::<D, 2, FMA>(dec, xs, m, r0, k, j0, part),
-            3 => pass::<D, 3, FMA>(dec, xs, m, r0, k, j0, part),
-            4 => pass::<D, 4, FMA>(dec, xs, m, r0, k, j0, part),
-            5 => pass::<D, 5, FMA>(dec, xs, m, r0, k, j0, part),
-            6 => pass::<D, 6, FMA>(dec, xs, m, r0, k, j0, part),
-            7 => pass::<D, 7, FMA>(dec, xs, m, r0, k, j0, part),
-            _ => pass::<D, PASS_ROWS, FMA>(dec, xs, m, r0, k, j0, part),
+            1 => pass::<D, 1, FMA>(dec, xs, r0, k, j0, part),
+            2 => pass::<D, 2, FMA>(dec, xs, r0, k, j0, part),
+            3 => pass::<D, 3, FMA>(dec, xs, r0, k, j0, part),
+            4 => pass::<D, 4, FMA>(dec, xs, r0, k, j0, part),
+            5 => pass::<D, 5, FMA>(dec, xs, r0, k, j0, part),
+            6 => pass::<D, 6, FMA>(dec, xs, r0, k, j0, part),
+            7 => pass::<D, 7, FMA>(dec, xs, r0, k, j0, part),
+            _ => pass::<D, PASS_ROWS, FMA>(dec, xs, r0, k, j0, part),
         }
         r0 += PASS_ROWS;
     }
@@ -718,15 +746,14 @@ fn task<D: Decode, const FMA: bool>(
 fn pass<D: Decode, const R: usize, const FMA: bool>(
     dec: &D,
     x: &[f32],
-    m: usize,
     r0: usize,
     k: usize,
     j0: usize,
-    part: &mut [f32],
+    part: &mut Part,
 ) {
     let nb = k / D::N;
     let mut w = [0f32; 256];
-    for (jj, out) in part.chunks_exact_mut(m).enumerate() {
+    for jj in 0..part.rows() {
         let j = j0 + jj;
         let mut acc = [[0f32; 16]; R];
         for b in 0..nb {
@@ -745,7 +772,7 @@ fn pass<D: Decode, const R: usize, const FMA: bool>(
             }
         }
         for (i, a) in acc.iter().enumerate() {
-            out[r0 + i] = sum16(a);
+            part.set(r0 + i, jj, sum16(a));
         }
     }
 }
@@ -1101,7 +1128,7 @@ pub(crate) mod tests {
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{sum16, Q4Decoder, Q8Decoder, PASS_ROWS};
+    use super::{sum16, Part, Q4Decoder, Q8Decoder, PASS_ROWS};
 
     /// Splits the rows into passes of at most [`PASS_ROWS`] and calls `pass` with each.
     macro_rules! passes {
@@ -1110,14 +1137,14 @@ mod x86 {
             while r0 < $m {
                 let xs = &$x[r0 * $k..];
                 match $m - r0 {
-                    1 => $pass::<1>($dec, xs, $m, r0, $k, $j0, $part),
-                    2 => $pass::<2>($dec, xs, $m, r0, $k, $j0, $part),
-                    3 => $pass::<3>($dec, xs, $m, r0, $k, $j0, $part),
-                    4 => $pass::<4>($dec, xs, $m, r0, $k, $j0, $part),
-                    5 => $pass::<5>($dec, xs, $m, r0, $k, $j0, $part),
-                    6 => $pass::<6>($dec, xs, $m, r0, $k, $j0, $part),
-                    7 => $pass::<7>($dec, xs, $m, r0, $k, $j0, $part),
-                    _ => $pass::<PASS_ROWS>($dec, xs, $m, r0, $k, $j0, $part),
+                    1 => $pass::<1>($dec, xs, r0, $k, $j0, $part),
+                    2 => $pass::<2>($dec, xs, r0, $k, $j0, $part),
+                    3 => $pass::<3>($dec, xs, r0, $k, $j0, $part),
+                    4 => $pass::<4>($dec, xs, r0, $k, $j0, $part),
+                    5 => $pass::<5>($dec, xs, r0, $k, $j0, $part),
+                    6 => $pass::<6>($dec, xs, r0, $k, $j0, $part),
+                    7 => $pass::<7>($dec, xs, r0, $k, $j0, $part),
+                    _ => $pass::<PASS_ROWS>($dec, xs, r0, $k, $j0, $part),
                 }
                 r0 += PASS_ROWS;
             }
@@ -1180,10 +1207,10 @@ mod x86 {
             while r0 < $m {
                 let xs = &$x[r0 * $k..];
                 match $m - r0 {
-                    1 => $pass::<1>($dec, xs, $m, r0, $k, $j0, $part),
-                    2 => $pass::<2>($dec, xs, $m, r0, $k, $j0, $part),
-                    3 => $pass::<3>($dec, xs, $m, r0, $k, $j0, $part),
-                    _ => $pass::<AVX2_ROWS>($dec, xs, $m, r0, $k, $j0, $part),
+                    1 => $pass::<1>($dec, xs, r0, $k, $j0, $part),
+                    2 => $pass::<2>($dec, xs, r0, $k, $j0, $part),
+                    3 => $pass::<3>($dec, xs, r0, $k, $j0, $part),
+                    _ => $pass::<AVX2_ROWS>($dec, xs, r0, $k, $j0, $part),
                 }
                 r0 += AVX2_ROWS;
             }
@@ -1217,7 +1244,7 @@ mod x86 {
         m: usize,
         k: usize,
         j0: usize,
-        part: &mut [f32],
+        part: &mut Part,
     ) {
         passes!(q4_pass_avx512, dec, x, m, k, j0, part)
     }
@@ -1227,15 +1254,14 @@ mod x86 {
     unsafe fn q4_pass_avx512<const R: usize>(
         dec: &Q4Decoder,
         x: &[f32],
-        m: usize,
         r0: usize,
         k: usize,
         j0: usize,
-        part: &mut [f32],
+        part: &mut Part,
     ) {
-        check(dec.quants.len(), 16, k, j0, part.len() / m, x.len(), R);
-        check(dec.scales.len() * 16, 16, k, j0, part.len() / m, x.len(), R);
-        check(dec.mins.len() * 16, 16, k, j0, part.len() / m, x.len(), R);
+        check(dec.quants.len(), 16, k, j0, part.rows(), x.len(), R);
+        check(dec.scales.len() * 16, 16, k, j0, part.rows(), x.len(), R);
+        check(dec.mins.len() * 16, 16, k, j0, part.rows(), x.len(), R);
         let mask = _mm512_set1_epi32(0x0F);
         // Byte `j` holds value `j` in its low nibble and value `16 + j` in its high one. The
         // sixteen bytes are widened to 32-bit lanes first and split there: one widening rather
@@ -1254,7 +1280,7 @@ mod x86 {
         rows_avx512::<R>(
             block,
             |first, blocks, line| ahead(q4_arrays(dec), first, blocks, line),
-            &Rows { x, m, r0, k, j0 },
+            &Rows { x, r0, k, j0 },
             part,
         )
     }
@@ -1266,7 +1292,7 @@ mod x86 {
         m: usize,
         k: usize,
         j0: usize,
-        part: &mut [f32],
+        part: &mut Part,
     ) {
         passes!(q8_pass_avx512, dec, x, m, k, j0, part)
     }
@@ -1276,14 +1302,13 @@ mod x86 {
     unsafe fn q8_pass_avx512<const R: usize>(
         dec: &Q8Decoder,
         x: &[f32],
-        m: usize,
         r0: usize,
         k: usize,
         j0: usize,
-        part: &mut [f32],
+        part: &mut Part,
     ) {
-        check(dec.quants.len(), 32, k, j0, part.len() / m, x.len(), R);
-        check(dec.scales.len() * 32, 32, k, j0, part.len() / m, x.len(), R);
+        check(dec.quants.len(), 32, k, j0, part.rows(), x.len(), R);
+        check(dec.scales.len() * 32, 32, k, j0, part.rows(), x.len(), R);
         let block = |at: usize| {
             let qp = dec.quants.as_ptr().add(at * 32) as *const __m128i;
             let d = _mm512_set1_ps(*dec.scales.get_unchecked(at));
@@ -1297,7 +1322,7 @@ mod x86 {
         rows_avx512::<R>(
             block,
             |first, blocks, line| ahead(q8_arrays(dec), first, blocks, line),
-            &Rows { x, m, r0, k, j0 },
+            &Rows { x, r0, k, j0 },
             part,
         )
     }
@@ -1312,7 +1337,7 @@ mod x86 {
         block: impl Fn(usize) -> (__m512, __m512),
         ahead: impl Fn(usize, usize, usize),
         at: &Rows,
-        part: &mut [f32],
+        part: &mut Part,
     ) {
         let jj = group_avx512::<R, 2>(&block, &ahead, at, 0, part);
         group_avx512::<R, 1>(&block, &ahead, at, jj, part);
@@ -1321,7 +1346,6 @@ mod x86 {
     /// Where a pass reads and writes.
     struct Rows<'a> {
         x: &'a [f32],
-        m: usize,
         r0: usize,
         k: usize,
         j0: usize,
@@ -1336,11 +1360,11 @@ mod x86 {
         ahead: &impl Fn(usize, usize, usize),
         at: &Rows,
         mut jj: usize,
-        part: &mut [f32],
+        part: &mut Part,
     ) -> usize {
-        let Rows { x, m, r0, k, j0 } = *at;
+        let Rows { x, r0, k, j0 } = *at;
         let nb = k / 32;
-        let rows = part.len() / m;
+        let rows = part.rows();
         let xp = x.as_ptr();
         while jj + W <= rows {
             let mut acc = [[_mm512_setzero_ps(); W]; R];
@@ -1367,14 +1391,16 @@ mod x86 {
                 let sums = sum16_each(std::array::from_fn(|p| acc[p % 8][p / 8]));
                 let mut lanes = [0f32; 16];
                 _mm512_storeu_ps(lanes.as_mut_ptr(), sums);
-                part[jj * m + r0..][..8].copy_from_slice(&lanes[..8]);
-                part[(jj + 1) * m + r0..][..8].copy_from_slice(&lanes[8..]);
+                for i in 0..8 {
+                    part.set(r0 + i, jj, lanes[i]);
+                    part.set(r0 + i, jj + 1, lanes[8 + i]);
+                }
             } else {
                 for (i, acc) in acc.iter().enumerate() {
                     for (g, a) in acc.iter().enumerate() {
                         let mut lanes = [0f32; 16];
                         _mm512_storeu_ps(lanes.as_mut_ptr(), *a);
-                        part[(jj + g) * m + r0 + i] = sum16(&lanes);
+                        part.set(r0 + i, jj + g, sum16(&lanes));
                     }
                 }
             }
@@ -1431,7 +1457,7 @@ mod x86 {
         m: usize,
         k: usize,
         j0: usize,
-        part: &mut [f32],
+        part: &mut Part,
     ) {
         passes_avx2!(q4_pass_avx2, dec, x, m, k, j0, part)
     }
@@ -1441,15 +1467,14 @@ mod x86 {
     unsafe fn q4_pass_avx2<const R: usize>(
         dec: &Q4Decoder,
         x: &[f32],
-        m: usize,
         r0: usize,
         k: usize,
         j0: usize,
-        part: &mut [f32],
+        part: &mut Part,
     ) {
-        check(dec.quants.len(), 16, k, j0, part.len() / m, x.len(), R);
-        check(dec.scales.len() * 16, 16, k, j0, part.len() / m, x.len(), R);
-        check(dec.mins.len() * 16, 16, k, j0, part.len() / m, x.len(), R);
+        check(dec.quants.len(), 16, k, j0, part.rows(), x.len(), R);
+        check(dec.scales.len() * 16, 16, k, j0, part.rows(), x.len(), R);
+        check(dec.mins.len() * 16, 16, k, j0, part.rows(), x.len(), R);
         let mask = _mm256_set1_epi32(0x0F);
         let widen =
             |q: __m256i, d: __m256, mn: __m256| _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), d, mn);
@@ -1472,7 +1497,7 @@ mod x86 {
         rows_avx2::<R>(
             block,
             |first, blocks, line| ahead(q4_arrays(dec), first, blocks, line),
-            &Rows { x, m, r0, k, j0 },
+            &Rows { x, r0, k, j0 },
             part,
         )
     }
@@ -1484,7 +1509,7 @@ mod x86 {
         m: usize,
         k: usize,
         j0: usize,
-        part: &mut [f32],
+        part: &mut Part,
     ) {
         passes_avx2!(q8_pass_avx2, dec, x, m, k, j0, part)
     }
@@ -1494,14 +1519,13 @@ mod x86 {
     unsafe fn q8_pass_avx2<const R: usize>(
         dec: &Q8Decoder,
         x: &[f32],
-        m: usize,
         r0: usize,
         k: usize,
         j0: usize,
-        part: &mut [f32],
+        part: &mut Part,
     ) {
-        check(dec.quants.len(), 32, k, j0, part.len() / m, x.len(), R);
-        check(dec.scales.len() * 32, 32, k, j0, part.len() / m, x.len(), R);
+        check(dec.quants.len(), 32, k, j0, part.rows(), x.len(), R);
+        check(dec.scales.len() * 32, 32, k, j0, part.rows(), x.len(), R);
         let block = |at: usize| {
             let qp = dec.quants.as_ptr().add(at * 32);
             let d = _mm256_set1_ps(*dec.scales.get_unchecked(at));
@@ -1514,7 +1538,7 @@ mod x86 {
         rows_avx2::<R>(
             block,
             |first, blocks, line| ahead(q8_arrays(dec), first, blocks, line),
-            &Rows { x, m, r0, k, j0 },
+            &Rows { x, r0, k, j0 },
             part,
         )
     }
@@ -1529,12 +1553,12 @@ mod x86 {
         block: impl Fn(usize) -> [__m256; 4],
         ahead: impl Fn(usize, usize, usize),
         at: &Rows,
-        part: &mut [f32],
+        part: &mut Part,
     ) {
-        let Rows { x, m, r0, k, j0 } = *at;
+        let Rows { x, r0, k, j0 } = *at;
         let nb = k / 32;
         let xp = x.as_ptr();
-        for (jj, out) in part.chunks_exact_mut(m).enumerate() {
+        for jj in 0..part.rows() {
             let row = (j0 + jj) * nb;
             let mut acc = [[_mm256_setzero_ps(); 2]; R];
             for b in 0..nb {
@@ -1552,7 +1576,7 @@ mod x86 {
                 let mut lanes = [0f32; 16];
                 _mm256_storeu_ps(lanes.as_mut_ptr(), a[0]);
                 _mm256_storeu_ps(lanes.as_mut_ptr().add(8), a[1]);
-                out[r0 + i] = sum16(&lanes);
+                part.set(r0 + i, jj, sum16(&lanes));
             }
         }
     }

@@ -93,9 +93,15 @@ fn exp_nonpos(x: f32) -> f32 {
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
     // exp(-87) is still a normal f32; below that the probability is 0 for every purpose here.
-    let x = x.max(-87.0);
+    // (`max` also turns NaN into -87, where `clamp` would keep it; `min` keeps a positive
+    // argument from leaving the range.)
+    #[allow(clippy::manual_clamp)]
+    let x = x.max(-87.0).min(0.0);
     // n = round(x / ln 2) (x <= 0, so truncating x/ln2 - 0.5 rounds), r in [-ln2/2, ln2/2].
-    let n = (x * std::f32::consts::LOG2_E - 0.5) as i32;
+    // SAFETY: x / ln 2 - 0.5 is within [-126, -0.5], so it truncates to an i32. (`as` would
+    // give the same value but checks for saturation lane by lane, which kept the whole loop
+    // from vectorising.)
+    let n: i32 = unsafe { (x * std::f32::consts::LOG2_E - 0.5).to_int_unchecked() };
     let nf = n as f32;
     let r = x - nf * LN2_HI - nf * LN2_LO;
     // e^r by its Taylor series to degree 7: the remainder is below 1e-8 on this range.
@@ -111,47 +117,64 @@ fn exp_nonpos(x: f32) -> f32 {
 /// Unnormalised probabilities `exp(x_i * scale - max)` summed per block, and `ln(sum)`-ready
 /// maximum: returns `(max, block sums)`.
 fn block_mass(logits: &[f32], scale: f64) -> (f64, Vec<f64>) {
-    let m = logits.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64 * scale;
-    let mass = pulp::Arch::new().dispatch(BlockMass {
-        logits,
-        scale,
-        max: m,
-    });
-    (m, mass)
+    pulp::Arch::new().dispatch(BlockMass { logits, scale })
 }
 
-/// [`block_mass`]'s sums, compiled for the CPU's widest vectors (the binary targets baseline
-/// x86-64): the same operations whatever the width (no fused multiply-adds are formed), so the
-/// same bits.
+/// [`block_mass`], compiled for the CPU's widest vectors (the binary targets baseline x86-64):
+/// the same operations whatever the width (no fused multiply-adds are formed), so the same bits.
 struct BlockMass<'a> {
     logits: &'a [f32],
     scale: f64,
-    max: f64,
 }
 
 impl pulp::WithSimd for BlockMass<'_> {
-    type Output = Vec<f64>;
+    type Output = (f64, Vec<f64>);
 
     // Inlined into pulp's function for the features found. Loops rather than `map(..).sum()`
     // and `collect`: those stayed out-of-line functions compiled for the baseline.
     #[inline(always)]
-    fn with_simd<S: pulp::Simd>(self, _simd: S) -> Vec<f64> {
-        let BlockMass { logits, scale, max } = self;
-        let mut mass = Vec::with_capacity(logits.len().div_ceil(BLOCK));
-        for c in logits.chunks(BLOCK) {
-            // The block's terms first, in a loop the compiler vectorises, then their sum in
-            // order (which it may not reorder); f32 within a block (64 terms), f64 across.
-            let mut terms = [0f32; BLOCK];
-            for (t, &v) in terms.iter_mut().zip(c) {
-                *t = exp_nonpos((v as f64 * scale - max) as f32);
+    fn with_simd<S: pulp::Simd>(self, _simd: S) -> (f64, Vec<f64>) {
+        let BlockMass { logits, scale } = self;
+        // The largest logit, as sixteen running maxima (a maximum does not depend on the order
+        // it is taken in; NaNs are passed over either way).
+        let mut tops = [f32::NEG_INFINITY; 16];
+        let chunks = logits.chunks_exact(16);
+        let rest = chunks.remainder();
+        for c in chunks {
+            for (t, &v) in tops.iter_mut().zip(c) {
+                *t = t.max(v);
             }
-            let mut sum = 0f32;
-            for &t in &terms[..c.len()] {
-                sum += t;
-            }
-            mass.push(sum as f64);
         }
-        mass
+        let top = tops
+            .iter()
+            .chain(rest)
+            .fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+        let max = top as f64 * scale;
+        let mut mass = Vec::with_capacity(logits.len().div_ceil(BLOCK));
+        // Eight blocks at a time: each block's terms first, in a loop the compiler vectorises,
+        // then the eight sums side by side, each in its block's order (which the compiler may
+        // not reorder): eight independent chains of additions rather than one; f32 within a
+        // block (64 terms), f64 across.
+        let mut terms = [[0f32; BLOCK]; 8];
+        for group in logits.chunks(8 * BLOCK) {
+            let blocks = group.len().div_ceil(BLOCK);
+            for (t, c) in terms.iter_mut().zip(group.chunks(BLOCK)) {
+                // A short last block's missing terms are zeros: adding them after its own
+                // terms leaves its sum as it was.
+                t.fill(0.0);
+                for (t, &v) in t.iter_mut().zip(c) {
+                    *t = exp_nonpos((v as f64 * scale - max) as f32);
+                }
+            }
+            let mut sums = [0f32; 8];
+            for i in 0..BLOCK {
+                for (s, t) in sums.iter_mut().zip(&terms) {
+                    *s += t[i];
+                }
+            }
+            mass.extend(sums[..blocks].iter().map(|&s| s as f64));
+        }
+        (max, mass)
     }
 }
 
@@ -408,6 +431,35 @@ mod tests {
         assert!(worst < 5e-7, "worst relative error {worst}");
         assert_eq!(exp_nonpos(0.0), 1.0);
         assert_eq!(exp_nonpos(f32::NEG_INFINITY), exp_nonpos(-87.0));
+        // Outside its domain it stays finite (the conversion to an integer needs it).
+        assert_eq!(exp_nonpos(f32::NAN), exp_nonpos(-87.0));
+        assert_eq!(exp_nonpos(3.0), 1.0);
+        assert_eq!(exp_nonpos(f32::INFINITY), 1.0);
+    }
+
+    #[test]
+    fn block_masses_are_each_blocks_terms_summed_in_order() {
+        // Several groups of eight blocks, a partial group and a short last block; values over
+        // many octaves, so any other order of additions would round apart.
+        let logits: Vec<f32> = (0..8 * BLOCK * 3 + 5 * BLOCK + 37)
+            .map(|i| ((i as u32).wrapping_mul(2_654_435_761) % 4000) as f32 / 100.0 - 30.0)
+            .collect();
+        let scale = 0.9;
+        let (max, mass) = block_mass(&logits, scale);
+        let want: Vec<f64> = logits
+            .chunks(BLOCK)
+            .map(|c| {
+                let mut sum = 0f32;
+                for &v in c {
+                    sum += exp_nonpos((v as f64 * scale - max) as f32);
+                }
+                sum as f64
+            })
+            .collect();
+        assert_eq!(mass.len(), want.len());
+        for (b, (got, want)) in mass.iter().zip(&want).enumerate() {
+            assert_eq!(got.to_bits(), want.to_bits(), "block {b}: {got} vs {want}");
+        }
     }
 
     #[test]

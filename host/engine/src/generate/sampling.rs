@@ -88,6 +88,7 @@ const BLOCK: usize = 64;
 
 /// `exp(x)` for `x <= 0` in f32 (within a few ulps), written without branches or library calls
 /// so that loops over a whole vocabulary vectorise; libm's scalar `expf` dominated sampling time.
+/// Outside its domain it stays finite: NaN gives `exp(-87)`, a positive `x` gives 1.
 #[inline(always)]
 fn exp_nonpos(x: f32) -> f32 {
     const LN2_HI: f32 = 0.693_359_4;
@@ -98,7 +99,8 @@ fn exp_nonpos(x: f32) -> f32 {
     #[allow(clippy::manual_clamp)]
     let x = x.max(-87.0).min(0.0);
     // n = round(x / ln 2) (x <= 0, so truncating x/ln2 - 0.5 rounds), r in [-ln2/2, ln2/2].
-    // SAFETY: x / ln 2 - 0.5 is within [-126, -0.5], so it truncates to an i32. (`as` would
+    // SAFETY: x / ln 2 - 0.5 is within about [-126.01, -0.5], so it truncates to an i32 in
+    // [-126, 0]. (`as` would
     // give the same value but checks for saturation lane by lane, which kept the whole loop
     // from vectorising.)
     let n: i32 = unsafe { (x * std::f32::consts::LOG2_E - 0.5).to_int_unchecked() };
@@ -161,7 +163,9 @@ impl pulp::WithSimd for BlockMass<'_> {
             for (t, c) in terms.iter_mut().zip(group.chunks(BLOCK)) {
                 // A short last block's missing terms are zeros: adding them after its own
                 // terms leaves its sum as it was.
-                t.fill(0.0);
+                if c.len() < BLOCK {
+                    t.fill(0.0);
+                }
                 for (t, &v) in t.iter_mut().zip(c) {
                     *t = exp_nonpos((v as f64 * scale - max) as f32);
                 }
@@ -446,6 +450,8 @@ mod tests {
             .collect();
         let scale = 0.9;
         let (max, mass) = block_mass(&logits, scale);
+        let top = logits.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+        assert_eq!(max.to_bits(), (top as f64 * scale).to_bits());
         let want: Vec<f64> = logits
             .chunks(BLOCK)
             .map(|c| {

@@ -324,14 +324,8 @@ impl QuantMatrix {
         (0..n.div_ceil(task)).into_par_iter().for_each(|t| {
             let j0 = t * task;
             // The kernels write their results straight into the task's columns of `y`.
-            let mut part = Part {
-                out,
-                m,
-                n,
-                j0,
-                rows: task.min(n - j0),
-            };
-            self.task_on(isa, x, m, k, j0, &mut part);
+            let mut part = Part::new(out, [m, n], j0, task.min(n - j0));
+            self.task_on(isa, x, k, &mut part);
         });
         // SAFETY: the tasks above wrote every one of the `m * n` elements (each kernel writes
         // every (activation row, task row) of its part).
@@ -339,8 +333,9 @@ impl QuantMatrix {
         y
     }
 
-    /// One task of [`Self::matmul_on`]: weight rows from `j0` on into `part`.
-    fn task_on(&self, isa: Simd, x: &[f32], m: usize, k: usize, j0: usize, part: &mut Part) {
+    /// One task of [`Self::matmul_on`]: the weight rows of `part` (from its `j0` on) into it.
+    fn task_on(&self, isa: Simd, x: &[f32], k: usize, part: &mut Part) {
+        let (m, j0) = (part.m, part.j0);
         match &self.blocks {
             Blocks::Q4 {
                 quants,
@@ -482,7 +477,7 @@ unsafe impl Send for SharedOut {}
 unsafe impl Sync for SharedOut {}
 
 impl SharedOut {
-    /// Element `i` (a method, so closures capture the whole wrapper, not its raw pointer).
+    /// Element `i`.
     fn at(self, i: usize) -> *mut f32 {
         self.0.wrapping_add(i)
     }
@@ -500,6 +495,19 @@ struct Part {
 }
 
 impl Part {
+    /// Result columns `j0..j0 + rows` of the `[m, n]` buffer behind `out`, which must hold
+    /// `m * n` elements and outlive the part, and whose columns no other part may share.
+    fn new(out: SharedOut, [m, n]: [usize; 2], j0: usize, rows: usize) -> Self {
+        assert!(j0 + rows <= n, "a part's columns lie within the result");
+        Part {
+            out,
+            m,
+            n,
+            j0,
+            rows,
+        }
+    }
+
     /// The task's weight rows.
     fn rows(&self) -> usize {
         self.rows
@@ -512,7 +520,7 @@ impl Part {
             i < self.m && jj < self.rows,
             "a kernel writes within its part"
         );
-        // SAFETY: within `[m, n]` (checked above, and `j0 + rows <= n` by construction), in the
+        // SAFETY: within `[m, n]` (checked above, and `j0 + rows <= n` in `new`), in the
         // columns only this part writes; the buffer outlives the tasks.
         unsafe { self.out.at(i * self.n + self.j0 + jj).write(v) }
     }

@@ -45,6 +45,47 @@ pub enum EnvPoolCommand {
     Serve(env_pool_cmd::ServeFlags),
 }
 
+/// `bench` commands.
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Prefill, decode at batch 1 and 8, and scoring of a random 4.2M Qwen3 (transformers
+    /// beside it: `host/engine/bench/torch_engine.py`).
+    Engine,
+    /// Decode speed of a real model (llama.cpp beside it:
+    /// `host/engine/bench/compare_llama_cpp.sh`).
+    Decode {
+        /// The model: a model directory or a GGUF file.
+        #[arg(long, env = "MODEL_PATH")]
+        model_path: PathBuf,
+        #[command(flatten)]
+        decode: DecodeBenchFlags,
+    },
+    /// Training tokens/s and peak memory (PyTorch beside it: `host/train/bench/compare.sh`).
+    Train {
+        /// Timed optimizer steps per shape, after one warm-up step (the mean counts).
+        #[arg(long, default_value_t = 20)]
+        steps: usize,
+    },
+    /// A load test of N streaming clients, without and then with training.
+    Serve {
+        /// The model (default: MODEL_PATH, else the built-in one).
+        #[arg(long, env = "MODEL_PATH")]
+        model_path: Option<String>,
+        /// The method of the training run.
+        #[arg(long, default_value = "methods/binary-rl")]
+        plugin: String,
+        /// Concurrent streaming clients.
+        #[arg(long, default_value_t = 8)]
+        clients: usize,
+        /// Seconds per run.
+        #[arg(long, default_value_t = 20)]
+        seconds: u64,
+        /// Tokens per answer.
+        #[arg(long, default_value_t = 32)]
+        max_tokens: u32,
+    },
+}
+
 /// The commands.
 #[derive(Subcommand, Debug)]
 pub enum Command {
@@ -144,28 +185,9 @@ pub enum Command {
     /// `bench decode` (decode speed of a real model), `bench train` (training tokens/s),
     /// `bench serve` (load test with and without training).
     Bench {
-        /// What to measure: engine, decode, train or serve.
-        what: String,
-        /// serve, decode: the model (default: MODEL_PATH; serve falls back to the built-in one).
-        #[arg(long, env = "MODEL_PATH")]
-        model_path: Option<String>,
-        /// serve: the method of the training run.
-        #[arg(long, default_value = "methods/binary-rl")]
-        plugin: String,
-        /// serve: concurrent streaming clients.
-        #[arg(long, default_value_t = 8)]
-        clients: usize,
-        /// serve: seconds per run.
-        #[arg(long, default_value_t = 20)]
-        seconds: u64,
-        /// serve: tokens per answer.
-        #[arg(long, default_value_t = 32)]
-        max_tokens: u32,
-        /// train: timed optimizer steps per shape, after one warm-up step (the mean counts).
-        #[arg(long, default_value_t = 20)]
-        steps: usize,
-        #[command(flatten)]
-        decode: DecodeBenchFlags,
+        /// What to measure; each takes only its own settings.
+        #[command(subcommand)]
+        what: BenchCommand,
     },
     /// Serve the OpenAI-compatible API and record every main turn (no training).
     Serve(flags::RunFlags),
@@ -403,25 +425,17 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             tokenizer,
             dtype,
         } => export_cmd::run(&checkpoint, &save_dir, &out, tokenizer.as_deref(), &dtype),
-        Command::Bench {
-            what,
-            model_path,
-            plugin,
-            clients,
-            seconds,
-            max_tokens,
-            steps,
-            decode,
-        } => match what.as_str() {
-            "engine" => bench_engine(),
-            "decode" => {
-                let model = model_path.context(
-                    "bench decode needs --model-path (or MODEL_PATH): a model directory or GGUF file",
-                )?;
-                bench_decode(Path::new(&model), &decode)
-            }
-            "train" => bench_train(steps),
-            "serve" => {
+        Command::Bench { what } => match what {
+            BenchCommand::Engine => bench_engine(),
+            BenchCommand::Decode { model_path, decode } => bench_decode(&model_path, &decode),
+            BenchCommand::Train { steps } => bench_train(steps),
+            BenchCommand::Serve {
+                model_path,
+                plugin,
+                clients,
+                seconds,
+                max_tokens,
+            } => {
                 let model = match model_path {
                     Some(m) => m,
                     None => builtin_model_path()?,
@@ -443,9 +457,6 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                 }
                 Ok(0)
             }
-            other => {
-                anyhow::bail!("unknown benchmark `{other}` (known: engine, decode, train, serve)")
-            }
         },
     }
 }
@@ -453,19 +464,19 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
 /// `bench decode` settings.
 #[derive(clap::Args, Debug)]
 pub struct DecodeBenchFlags {
-    /// decode: batch sizes, comma-separated.
+    /// Batch sizes, comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = [1usize, 8])]
     batches: Vec<usize>,
-    /// decode: prompt tokens per sequence.
+    /// Prompt tokens per sequence.
     #[arg(long, default_value_t = 32)]
     prompt_len: usize,
-    /// decode: tokens generated per sequence.
+    /// Tokens generated per sequence.
     #[arg(long, default_value_t = 64)]
     new_tokens: usize,
-    /// decode: timed repetitions (the best counts) after a warm-up.
+    /// Timed repetitions (the best counts) after a warm-up.
     #[arg(long, default_value_t = 2)]
     repeats: usize,
-    /// decode: how a GGUF file's quantised weights are held: `blocks` (as served: dequantised
+    /// How a GGUF file's quantised weights are held: `blocks` (as served: dequantised
     /// inside the matmuls) or `f32` (dequantised at load, as training holds them).
     #[arg(long, value_enum, default_value_t = WeightsForm::Blocks)]
     weights: WeightsForm,
@@ -611,4 +622,68 @@ fn bench_train(steps: usize) -> anyhow::Result<i32> {
 /// The built-in default model's directory (built on first use).
 pub fn builtin_model_path() -> anyhow::Result<String> {
     run_cmd::builtin_model().map(|p| p.display().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::error::ErrorKind;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("openclaw-host").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn each_bench_takes_its_own_settings_and_refuses_the_others() {
+        let cli = parse(&["bench", "train", "--steps", "3"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Bench {
+                what: BenchCommand::Train { steps: 3 }
+            }
+        ));
+        let cli = parse(&[
+            "bench",
+            "decode",
+            "--model-path",
+            "m.gguf",
+            "--batches",
+            "1,4",
+        ])
+        .unwrap();
+        let Command::Bench {
+            what: BenchCommand::Decode { model_path, decode },
+        } = cli.command
+        else {
+            panic!("not bench decode");
+        };
+        assert_eq!(
+            (model_path, decode.batches),
+            (PathBuf::from("m.gguf"), vec![1, 4])
+        );
+        // A setting of another benchmark would do nothing: refused, naming it.
+        let wrong: [&[&str]; 4] = [
+            &["bench", "engine", "--steps", "3"],
+            &[
+                "bench",
+                "decode",
+                "--model-path",
+                "m.gguf",
+                "--clients",
+                "4",
+            ],
+            &["bench", "train", "--batches", "1,8"],
+            &["bench", "serve", "--weights", "f32"],
+        ];
+        for args in wrong {
+            let e = parse(args).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::UnknownArgument, "{args:?}");
+            assert!(
+                e.to_string().contains(args[args.len() - 2]),
+                "{args:?}: {e}"
+            );
+        }
+        let e = parse(&["bench", "speed"]).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::InvalidSubcommand);
+    }
 }

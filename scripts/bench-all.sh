@@ -41,6 +41,17 @@ rm -f "$OUT"/engine-*.json "$OUT"/torch_engine-*.json
 BIN=./target/release/openclaw-host
 
 step() { echo "bench-all: $*" >&2; }
+# logged NAME CMD...: CMD's output into $OUT/NAME.json and its messages into $OUT/NAME.log; if it
+# fails, the end of that log is shown, so the reason is not left in a file.
+logged() {
+    local name=$1
+    shift
+    if ! "$@" > "$OUT/$name.json" 2> "$OUT/$name.log"; then
+        echo "bench-all: \`$*\` failed; the end of $OUT/$name.log:" >&2
+        tail -n 20 "$OUT/$name.log" >&2
+        exit 1
+    fi
+}
 step "training (openclaw-host, then PyTorch)"
 "$BIN" bench train --steps "$STEPS" > "$OUT/train.json" # stderr: progress, or why STEPS is refused
 "$PY" host/train/bench/torch_train.py "$STEPS" > "$OUT/torch_train.json"
@@ -48,13 +59,13 @@ step "training (openclaw-host, then PyTorch)"
 # machine can decide them: both sides run ROUNDS times, alternating, and each keeps its best.
 for round in $(seq 1 "$ROUNDS"); do
     step "prefill, decode, scoring (openclaw-host, then transformers), round $round of $ROUNDS"
-    "$BIN" bench engine 2>/dev/null > "$OUT/engine-$round.json"
+    logged "engine-$round" "$BIN" bench engine
     "$PY" host/engine/bench/torch_engine.py > "$OUT/torch_engine-$round.json"
 done
 step "SmolLM2 decode (openclaw-host with blocks, with f32, then llama.cpp)"
-"$BIN" bench decode --model-path "$MODEL" --batches 1,8 --weights blocks 2>"$OUT/decode_blocks.log" > "$OUT/decode_blocks.json"
-"$BIN" bench decode --model-path "$MODEL" --batches 1,8 --weights f32 2>"$OUT/decode_f32.log" > "$OUT/decode_f32.json"
-"$PY" host/engine/bench/llama_cpp_decode.py "$MODEL" --batches 1,8 --threads "$THREADS" 2>/dev/null > "$OUT/llama_cpp.json"
+logged decode_blocks "$BIN" bench decode --model-path "$MODEL" --batches 1,8 --weights blocks
+logged decode_f32 "$BIN" bench decode --model-path "$MODEL" --batches 1,8 --weights f32
+logged llama_cpp "$PY" host/engine/bench/llama_cpp_decode.py "$MODEL" --batches 1,8 --threads "$THREADS"
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 features=$(grep -m1 -o -w -E 'avx2|fma|f16c|avx512f|avx512bw|avx512vl|avx512_vnni|avx512_bf16|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ' || true)

@@ -100,9 +100,8 @@ fn exp_nonpos(x: f32) -> f32 {
     let x = x.max(-87.0).min(0.0);
     // n = round(x / ln 2) (x <= 0, so truncating x/ln2 - 0.5 rounds), r in [-ln2/2, ln2/2].
     // SAFETY: x / ln 2 - 0.5 is within about [-126.01, -0.5], so it truncates to an i32 in
-    // [-126, 0]. (`as` would
-    // give the same value but checks for saturation lane by lane, which kept the whole loop
-    // from vectorising.)
+    // [-126, 0]. (`as` would give the same value but checks for saturation lane by lane, which
+    // kept the whole loop from vectorising.)
     let n: i32 = unsafe { (x * std::f32::consts::LOG2_E - 0.5).to_int_unchecked() };
     let nf = n as f32;
     let r = x - nf * LN2_HI - nf * LN2_LO;
@@ -153,30 +152,18 @@ impl pulp::WithSimd for BlockMass<'_> {
             .fold(f32::NEG_INFINITY, |a, &b| a.max(b));
         let max = top as f64 * scale;
         let mut mass = Vec::with_capacity(logits.len().div_ceil(BLOCK));
-        // Eight blocks at a time: each block's terms first, in a loop the compiler vectorises,
-        // then the eight sums side by side, each in its block's order (which the compiler may
-        // not reorder): eight independent chains of additions rather than one; f32 within a
-        // block (64 terms), f64 across.
-        let mut terms = [[0f32; BLOCK]; 8];
-        for group in logits.chunks(8 * BLOCK) {
-            let blocks = group.len().div_ceil(BLOCK);
-            for (t, c) in terms.iter_mut().zip(group.chunks(BLOCK)) {
-                // A short last block's missing terms are zeros: adding them after its own
-                // terms leaves its sum as it was.
-                if c.len() < BLOCK {
-                    t.fill(0.0);
-                }
-                for (t, &v) in t.iter_mut().zip(c) {
-                    *t = exp_nonpos((v as f64 * scale - max) as f32);
-                }
+        for c in logits.chunks(BLOCK) {
+            // The block's terms first, in a loop the compiler vectorises, then their sum in
+            // order (which it may not reorder); f32 within a block (64 terms), f64 across.
+            let mut terms = [0f32; BLOCK];
+            for (t, &v) in terms.iter_mut().zip(c) {
+                *t = exp_nonpos((v as f64 * scale - max) as f32);
             }
-            let mut sums = [0f32; 8];
-            for i in 0..BLOCK {
-                for (s, t) in sums.iter_mut().zip(&terms) {
-                    *s += t[i];
-                }
+            let mut sum = 0f32;
+            for &t in &terms[..c.len()] {
+                sum += t;
             }
-            mass.extend(sums[..blocks].iter().map(|&s| s as f64));
+            mass.push(sum as f64);
         }
         (max, mass)
     }

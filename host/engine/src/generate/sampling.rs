@@ -430,8 +430,8 @@ mod tests {
 
     #[test]
     fn block_masses_are_each_blocks_terms_summed_in_order() {
-        // Several groups of eight blocks, a partial group and a short last block; values over
-        // many octaves, so any other order of additions would round apart.
+        // Twenty-nine whole blocks and a short last one of 37 values (a length no vector width
+        // divides); values over many octaves, so any other order of additions would round apart.
         let logits: Vec<f32> = (0..8 * BLOCK * 3 + 5 * BLOCK + 37)
             .map(|i| ((i as u32).wrapping_mul(2_654_435_761) % 4000) as f32 / 100.0 - 30.0)
             .collect();

@@ -38,7 +38,10 @@ fi
 [ -f "$MODEL" ] || bash scripts/fetch-smollm2.sh
 cargo build --release -p openclaw-host --quiet
 mkdir -p "$OUT"
-rm -f "$OUT"/engine-*.json "$OUT"/torch_engine-*.json "$OUT"/decode_blocks-*.json "$OUT"/llama_cpp-*.json
+# The rounds' files (and the single-run names an older version of this script wrote) go first: a
+# run with fewer ROUNDS must not read a previous run's figures or peak memory.
+rm -f "$OUT"/{engine,torch_engine,decode_blocks,llama_cpp}-*.{json,log} \
+    "$OUT"/decode_blocks.{json,log} "$OUT"/llama_cpp.{json,log}
 BIN=./target/release/openclaw-host
 
 step() { echo "bench-all: $*" >&2; }

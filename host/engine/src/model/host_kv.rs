@@ -230,51 +230,86 @@ impl pulp::WithSimd for Attend<'_> {
         let visible: Vec<usize> = (0..t)
             .filter(|&j| hidden.is_none_or(|m| !m[b * t + j]))
             .collect();
-        let mut scores = vec![0f32; g * visible.len()];
-        for (n, &j) in visible.iter().enumerate() {
+        let n = visible.len();
+        let mut scores = vec![0f32; g * n];
+        for (c, &j) in visible.iter().enumerate() {
             let key = keys.row(b, kvh, j);
             for gi in 0..g {
-                scores[gi * visible.len() + n] = dot(q.row(b, kvh * g + gi, 0), key) * scale;
+                scores[gi * n + c] = dot(simd, q.row(b, kvh * g + gi, 0), key) * scale;
             }
         }
         for (gi, out) in out.chunks_exact_mut(dv).enumerate() {
-            let s = &mut scores[gi * visible.len()..(gi + 1) * visible.len()];
+            let s = &mut scores[gi * n..(gi + 1) * n];
             let (_, sum) = softmax_row(simd, s, f32::NEG_INFINITY);
-            for (&p, &j) in s.iter().zip(&visible) {
-                axpy(p, values.row(b, kvh, j), out);
-            }
             // Every key hidden (never the case in a batch: a row sees its own tokens) leaves
             // zeros rather than NaN.
             let inv = if sum > 0.0 { 1.0 / sum } else { 0.0 };
-            out.iter_mut().for_each(|o| *o *= inv);
+            weighted_sum(simd, s, |c| values.row(b, kvh, visible[c]), inv, out);
         }
     }
 }
 
-/// `a · b` in eight independent lanes, which the compiler keeps in vector registers.
+/// `a · b` with multiply-adds in two vector sums (two chains, so the adds overlap).
 #[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut lanes = [0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for i in 0..8 {
-            lanes[i] += x[i] * y[i];
-        }
+fn dot<S: pulp::Simd>(simd: S, a: &[f32], b: &[f32]) -> f32 {
+    let (av, a_tail) = S::as_simd_f32s(a);
+    let (bv, b_tail) = S::as_simd_f32s(b);
+    let mut acc = [simd.splat_f32s(0.0); 2];
+    let (ap, bp) = (av.chunks_exact(2), bv.chunks_exact(2));
+    let (a_rest, b_rest) = (ap.remainder(), bp.remainder());
+    for (x, y) in ap.zip(bp) {
+        acc[0] = simd.mul_add_f32s(x[0], y[0], acc[0]);
+        acc[1] = simd.mul_add_f32s(x[1], y[1], acc[1]);
     }
-    lanes.iter().sum::<f32>() + tail
+    if let (Some(&x), Some(&y)) = (a_rest.first(), b_rest.first()) {
+        acc[0] = simd.mul_add_f32s(x, y, acc[0]);
+    }
+    let tail: f32 = a_tail.iter().zip(b_tail).map(|(x, y)| x * y).sum();
+    simd.reduce_sum_f32s(simd.add_f32s(acc[0], acc[1])) + tail
 }
 
-/// `out += p · x`.
+/// `out = inv · Σ_c p[c] · row(c)`, four vectors of `out` at a time held in registers over
+/// every row (the value rows are read once per four vectors instead of `out` being loaded and
+/// stored once per row).
 #[inline(always)]
-fn axpy(p: f32, x: &[f32], out: &mut [f32]) {
-    for (o, &x) in out.iter_mut().zip(x) {
-        *o += p * x;
+fn weighted_sum<'v, S: pulp::Simd>(
+    simd: S,
+    p: &[f32],
+    row: impl Fn(usize) -> &'v [f32],
+    inv: f32,
+    out: &mut [f32],
+) {
+    let scale = simd.splat_f32s(inv);
+    let (body, tail) = S::as_mut_simd_f32s(out);
+    let vectors = body.len();
+    let mut c0 = 0;
+    for quad in body.chunks_exact_mut(4) {
+        let mut acc = [simd.splat_f32s(0.0); 4];
+        for (c, &pc) in p.iter().enumerate() {
+            let (v, _) = S::as_simd_f32s(row(c));
+            let pv = simd.splat_f32s(pc);
+            for (a, &x) in acc.iter_mut().zip(&v[c0..c0 + 4]) {
+                *a = simd.mul_add_f32s(pv, x, *a);
+            }
+        }
+        for (o, a) in quad.iter_mut().zip(acc) {
+            *o = simd.mul_f32s(a, scale);
+        }
+        c0 += 4;
+    }
+    for o in &mut body[c0..] {
+        let mut acc = simd.splat_f32s(0.0);
+        for (c, &pc) in p.iter().enumerate() {
+            let (v, _) = S::as_simd_f32s(row(c));
+            acc = simd.mul_add_f32s(simd.splat_f32s(pc), v[c0], acc);
+        }
+        *o = simd.mul_f32s(acc, scale);
+        c0 += 1;
+    }
+    let lanes = std::mem::size_of::<S::f32s>() / 4;
+    for (i, o) in tail.iter_mut().enumerate() {
+        let at = vectors * lanes + i;
+        *o = p.iter().enumerate().map(|(c, &pc)| pc * row(c)[at]).sum::<f32>() * inv;
     }
 }
 
@@ -321,7 +356,15 @@ mod tests {
 
     #[test]
     fn decode_attention_matches_the_softmax_written_out_with_hidden_keys() {
-        let (b, kvh, g, t, d) = (2, 2, 3, 7, 8);
+        // Widths below a vector, with whole groups of four vectors, with a vector left over
+        // after them, and with a scalar tail (8 or 16 lanes).
+        for d in [4, 64, 80, 84] {
+            check_decode_attention(d);
+        }
+    }
+
+    fn check_decode_attention(d: usize) {
+        let (b, kvh, g, t) = (2, 2, 3, 7);
         let heads = kvh * g;
         let (k, v) = (seq(b * kvh * t * d, 1), seq(b * kvh * t * d, 2));
         let q = seq(b * heads * d, 3);
@@ -358,7 +401,7 @@ mod tests {
                     let g = got[(bi * heads + head) * d + c] as f64;
                     assert!(
                         (g - want).abs() < 1e-5,
-                        "row {bi} head {head} [{c}]: {g} vs {want}"
+                        "d {d}, row {bi} head {head} [{c}]: {g} vs {want}"
                     );
                 }
             }

@@ -5,7 +5,8 @@
 //! real one does; prints the best of twenty steps (and of their layers and head apart) in
 //! multiply-adds per second, beside the machine's peak: every pool thread running independent
 //! AVX-512 FMAs at once (on a CPU with AVX-512). Against the whole step (`openclaw-host bench
-//! decode`) it tells the kernels from everything around them.
+//! decode`) it tells the kernels from everything around them; the time of each projection apart
+//! tells which shape a kernel change helped or hurt.
 
 use std::time::Instant;
 
@@ -120,15 +121,23 @@ fn main() -> anyhow::Result<()> {
     let head_macs = (VOCAB * HIDDEN * m) as f64;
     let (mut best_layers, mut best_head, mut best_step) =
         (f64::INFINITY, f64::INFINITY, f64::INFINITY);
+    // Each projection's time summed over the layers, the best of the steps.
+    let mut best_per = [f64::INFINITY; LAYER.len()];
     // On a pool thread, as a decode step runs (its matmuls split with a plain join).
     rayon::scope(|_| {
         for _ in 0..20 {
             let step = Instant::now();
             let t = Instant::now();
+            let mut per = [0f64; LAYER.len()];
             for layer in &layers {
                 for (i, q) in layer.iter().enumerate() {
+                    let t = Instant::now();
                     std::hint::black_box(q.matmul(if i == 6 { &x_down } else { &x }, m));
+                    per[i] += t.elapsed().as_secs_f64();
                 }
+            }
+            for (best, t) in best_per.iter_mut().zip(per) {
+                *best = best.min(t);
             }
             best_layers = best_layers.min(t.elapsed().as_secs_f64());
             let t = Instant::now();
@@ -147,6 +156,11 @@ fn main() -> anyhow::Result<()> {
         head_macs / best_head / 1e9,
         best_step * 1e3,
         rate / 1e9,
+    );
+    let per: Vec<String> = best_per.iter().map(|t| format!("{:.2}", t * 1e3)).collect();
+    println!(
+        "each projection over the {LAYERS} layers (q k v o gate up down), best step: {} ms",
+        per.join(" ")
     );
     match fma_peak() {
         Some(peak) => println!(

@@ -309,7 +309,12 @@ fn weighted_sum<'v, S: pulp::Simd>(
     let lanes = std::mem::size_of::<S::f32s>() / 4;
     for (i, o) in tail.iter_mut().enumerate() {
         let at = vectors * lanes + i;
-        *o = p.iter().enumerate().map(|(c, &pc)| pc * row(c)[at]).sum::<f32>() * inv;
+        *o = p
+            .iter()
+            .enumerate()
+            .map(|(c, &pc)| pc * row(c)[at])
+            .sum::<f32>()
+            * inv;
     }
 }
 

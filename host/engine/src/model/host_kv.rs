@@ -306,9 +306,8 @@ fn weighted_sum<'v, S: pulp::Simd>(
         *o = simd.mul_f32s(acc, scale);
         c0 += 1;
     }
-    let lanes = std::mem::size_of::<S::f32s>() / 4;
     for (i, o) in tail.iter_mut().enumerate() {
-        let at = vectors * lanes + i;
+        let at = vectors * S::F32_LANES + i;
         *o = p
             .iter()
             .enumerate()

@@ -1568,8 +1568,8 @@ mod x86 {
     /// The widest rows (in values) for which the AVX2 Q8 kernel takes passes of eight rows in
     /// halves ([`halves_avx2`]): the eight activation rows (24 KiB) stay in the 32 KiB level-1
     /// cache across both sweeps of a weight row. Wider rows take passes of four. Measured on
-    /// SmolLM2's batch-8 step (`decode_kernels 8`, AVX2): its Q8_0 head (576 wide) 3.22-3.36 ms
-    /// in passes of four, 2.78-2.98 in halves; its 1,536-wide Q4_1 projection went from 3.0 to
+    /// SmolLM2's batch-8 step (`decode_kernels 8`, AVX2): its Q8_0 head (576 wide) 3.23-3.40 ms
+    /// in passes of four, 2.88-3.03 in halves (four alternations); its 1,536-wide Q4_1 projection went from 3.0 to
     /// 8.5 ms in halves, and its 576-wide Q4_1 ones from 3.03 to 3.15 (so Q4 keeps passes of
     /// four: its widening is cheaper than Q8's four conversions and multiplies).
     const HALVES_MAX_COLS: usize = 768;

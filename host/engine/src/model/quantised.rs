@@ -1607,11 +1607,8 @@ mod x86 {
                     }
                 }
             }
-            for (i, (lo, hi)) in acc[0].iter().zip(&acc[1]).enumerate() {
-                let mut lanes = [0f32; 16];
-                _mm256_storeu_ps(lanes.as_mut_ptr(), *lo);
-                _mm256_storeu_ps(lanes.as_mut_ptr().add(8), *hi);
-                part.set(r0 + i, jj, sum16(&lanes));
+            for (i, (&lo, &hi)) in acc[0].iter().zip(&acc[1]).enumerate() {
+                part.set(r0 + i, jj, sum_halves(lo, hi));
             }
         }
     }
@@ -1646,11 +1643,18 @@ mod x86 {
                 }
             }
             for (i, a) in acc.iter().enumerate() {
-                let mut lanes = [0f32; 16];
-                _mm256_storeu_ps(lanes.as_mut_ptr(), a[0]);
-                _mm256_storeu_ps(lanes.as_mut_ptr().add(8), a[1]);
-                part.set(r0 + i, jj, sum16(&lanes));
+                part.set(r0 + i, jj, sum_halves(a[0], a[1]));
             }
         }
+    }
+
+    /// [`sum16`] of a sixteen-lane sum held as two AVX2 halves (lanes 0..8, then 8..16).
+    #[target_feature(enable = "avx")]
+    #[inline]
+    unsafe fn sum_halves(lo: __m256, hi: __m256) -> f32 {
+        let mut lanes = [0f32; 16];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), lo);
+        _mm256_storeu_ps(lanes.as_mut_ptr().add(8), hi);
+        sum16(&lanes)
     }
 }

@@ -8,7 +8,9 @@ use burn::tensor::ops::AttentionModuleOptions;
 
 use super::flex::{readable_in_place, Rows};
 use super::host_kv::{decode_attention, HostKv, MAX_RESERVE_AHEAD};
-use super::linear::{adapted_forward, export_projection, load_projection, Blocks, LoraAdapter};
+use super::linear::{
+    adapted_forward, adapted_forward_group, export_projection, load_projection, Blocks, LoraAdapter,
+};
 use super::norm::{export_rms_norm, load_rms_norm, rms_norm_forward};
 use super::rope::RopeTables;
 use crate::config::ModelConfig;
@@ -390,22 +392,17 @@ impl<B: Backend> Attention<B> {
         let (h, kvh, hd) = (self.n_heads, self.n_kv_heads, self.head_dim);
         let g = h / kvh;
 
-        let q = adapted_forward(
-            &self.q_proj,
-            &self.q_blocks,
-            self.q_lora.as_ref(),
-            x.clone(),
-        )
-        .reshape([b, s, h, hd]);
-        let k = adapted_forward(
-            &self.k_proj,
-            &self.k_blocks,
-            self.k_lora.as_ref(),
-            x.clone(),
-        )
-        .reshape([b, s, kvh, hd]);
-        let v = adapted_forward(&self.v_proj, &self.v_blocks, self.v_lora.as_ref(), x)
-            .reshape([b, s, kvh, hd]);
+        let [q, k, v] = adapted_forward_group(
+            [
+                (&self.q_proj, &self.q_blocks, self.q_lora.as_ref()),
+                (&self.k_proj, &self.k_blocks, self.k_lora.as_ref()),
+                (&self.v_proj, &self.v_blocks, self.v_lora.as_ref()),
+            ],
+            x,
+        );
+        let q = q.reshape([b, s, h, hd]);
+        let k = k.reshape([b, s, kvh, hd]);
+        let v = v.reshape([b, s, kvh, hd]);
         let q = match &self.q_norm {
             Some(n) => rms_norm_forward(n, q),
             None => q,

@@ -88,13 +88,18 @@ pub fn project<B: Backend, const D: usize>(
     let dims = x.dims();
     let rows: usize = dims[..D - 1].iter().product();
     let [d_out, d_in] = q.dims();
-    let mut y = q.forward(x.reshape([rows, d_in]));
-    if let Some(b) = &layer.bias {
-        y = y + b.val().unsqueeze::<2>();
-    }
+    let y = with_bias(layer, q.forward(x.reshape([rows, d_in])));
     let mut out = dims;
     out[D - 1] = d_out;
     y.reshape(out)
+}
+
+/// `y + b` when `layer` has a bias.
+fn with_bias<B: Backend>(layer: &Linear<B>, y: Tensor<B, 2>) -> Tensor<B, 2> {
+    match &layer.bias {
+        Some(b) => y + b.val().unsqueeze::<2>(),
+        None => y,
+    }
 }
 
 /// Writes a projection under HF names, dequantising its blocks when it has them.
@@ -217,10 +222,49 @@ pub fn adapted_forward<B: Backend, const D: usize>(
     let x = x.reshape([rows, d_in]);
     let base = project(layer, blocks, x.clone());
     let d_out = base.dims()[1];
+    let mut out = dims;
+    out[D - 1] = d_out;
+    (base + low_rank(lora, x)).reshape(out)
+}
+
+/// The adapter's term `scale · dropout(x) A B` of `x [rows, d_in]`.
+fn low_rank<B: Backend>(lora: &LoraAdapter<B>, x: Tensor<B, 2>) -> Tensor<B, 2> {
     let x = burn::nn::Dropout { prob: lora.dropout }.forward(x);
     // Scaling the rank-wide activation is cheaper than scaling the output.
     let low = matmul(x, lora.a.val()).mul_scalar(lora.scale);
-    let mut out = dims;
-    out[D - 1] = d_out;
-    (base + matmul(low, lora.b.val())).reshape(out)
+    matmul(low, lora.b.val())
+}
+
+/// One projection of [`adapted_forward_group`]: the layer, its blocks, its adapter.
+pub type Projection<'a, B> = (&'a Linear<B>, &'a Blocks, Option<&'a LoraAdapter<B>>);
+
+/// [`adapted_forward`] of projections that read the same `x` (q, k and v; gate and up). In a
+/// decode step with every weight in blocks, their matmuls share one parallel region
+/// ([`QuantMatrix::forward_group`]); the results are those of one call each.
+pub fn adapted_forward_group<B: Backend, const D: usize, const N: usize>(
+    projections: [Projection<'_, B>; N],
+    x: Tensor<B, D>,
+) -> [Tensor<B, D>; N] {
+    let dims = x.dims();
+    let d_in = dims[D - 1];
+    let rows: usize = dims[..D - 1].iter().product();
+    let x2 = x.clone().reshape([rows, d_in]);
+    let mats: Option<Vec<&QuantMatrix>> = projections.iter().map(|p| p.1.as_deref()).collect();
+    let grouped = mats
+        .and_then(|m| <[&QuantMatrix; N]>::try_from(m).ok())
+        .and_then(|mats| QuantMatrix::forward_group(mats, &x2));
+    let Some(bases) = grouped else {
+        return projections
+            .map(|(layer, blocks, lora)| adapted_forward(layer, blocks, lora, x.clone()));
+    };
+    let mut bases = bases.into_iter();
+    projections.map(|(layer, _, lora)| {
+        let mut y = with_bias(layer, bases.next().expect("one result per projection"));
+        if let Some(lora) = lora {
+            y = y + low_rank(lora, x2.clone());
+        }
+        let mut out = dims;
+        out[D - 1] = y.dims()[1];
+        y.reshape(out)
+    })
 }

@@ -5,7 +5,9 @@ use burn::nn::Linear;
 use burn::prelude::*;
 use burn::tensor::activation::silu;
 
-use super::linear::{adapted_forward, export_projection, load_projection, Blocks, LoraAdapter};
+use super::linear::{
+    adapted_forward, adapted_forward_group, export_projection, load_projection, Blocks, LoraAdapter,
+};
 use crate::weights::{TensorExport, WeightSource};
 
 /// SwiGLU MLP weights, named as in HF.
@@ -78,13 +80,13 @@ impl<B: Backend> Mlp<B> {
         if let Some(y) = self.try_fused(&x) {
             return y;
         }
-        let gate = adapted_forward(
-            &self.gate_proj,
-            &self.gate_blocks,
-            self.gate_lora.as_ref(),
-            x.clone(),
+        let [gate, up] = adapted_forward_group(
+            [
+                (&self.gate_proj, &self.gate_blocks, self.gate_lora.as_ref()),
+                (&self.up_proj, &self.up_blocks, self.up_lora.as_ref()),
+            ],
+            x,
         );
-        let up = adapted_forward(&self.up_proj, &self.up_blocks, self.up_lora.as_ref(), x);
         let product = match super::swiglu::try_silu_mul(&gate, &up) {
             Some(p) => p,
             None => silu(gate) * up,

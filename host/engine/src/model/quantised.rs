@@ -307,30 +307,65 @@ impl QuantMatrix {
 
     /// [`Self::matmul`] with the kernels of `isa` (which the CPU must have).
     fn matmul_on(&self, isa: Simd, x: &[f32], m: usize) -> Vec<f32> {
+        let [y] = Self::group_on(isa, [self], x, m);
+        y
+    }
+
+    /// `y_i [m, rows_i] = x [m, cols] · W_iᵀ` for matrices of one width that read the same
+    /// `x` (a layer's q, k and v; gate and up), as one parallel region: each task is a range of
+    /// one matrix's rows. A decode step pays for every hand-off to the pool and for the
+    /// thread left waiting at each region's end; one region for the three attention
+    /// projections and one for the MLP's two halve those. Each output element comes from the
+    /// same kernel call as in [`Self::matmul`], so the bits are the same.
+    pub fn matmul_group<const N: usize>(mats: [&Self; N], x: &[f32], m: usize) -> [Vec<f32>; N] {
+        Self::group_on(simd(), mats, x, m)
+    }
+
+    /// [`Self::matmul_group`] with the kernels of `isa` (which the CPU must have).
+    fn group_on<const N: usize>(isa: Simd, mats: [&Self; N], x: &[f32], m: usize) -> [Vec<f32>; N] {
         // Every row count takes `isa`'s kernels. (One or two rows used to take the AVX2 ones,
         // whose eight-lane conversions widened blocks faster while the step waited on memory;
         // with the weights prefetched the AVX-512 ones are ahead there too: SmolLM2 at batch 1
         // on an AMD EPYC, 162-171 against 153-160 tokens/s.) The two give the same bits, so a
         // row's result does not depend on the rows beside it either way.
-        let (n, k) = (self.rows, self.cols);
+        let k = mats.first().map_or(0, |q| q.cols);
+        assert!(
+            mats.iter().all(|q| q.cols == k),
+            "the matrices share a width"
+        );
         assert_eq!(x.len(), m * k, "x is [m, cols]");
-        if m == 0 || n == 0 {
-            return vec![0f32; m * n];
+        // Output rows per rayon task, per matrix: enough tasks to balance, few enough to stay
+        // cheap. `first[i]` is matrix `i`'s first task.
+        let threads = rayon::current_num_threads();
+        let task: [usize; N] =
+            std::array::from_fn(|i| (mats[i].rows / (8 * threads)).clamp(16, 256));
+        let mut first = [0usize; N];
+        let mut tasks = 0;
+        for i in 0..N {
+            first[i] = tasks;
+            tasks += if m == 0 {
+                0
+            } else {
+                mats[i].rows.div_ceil(task[i])
+            };
         }
-        // Output rows per rayon task: enough tasks to balance, few enough to stay cheap.
-        let task = (n / (8 * rayon::current_num_threads())).clamp(16, 256);
-        let mut y = Vec::<f32>::with_capacity(m * n);
-        let out = SharedOut(y.as_mut_ptr());
-        (0..n.div_ceil(task)).into_par_iter().for_each(|t| {
-            let j0 = t * task;
+        let mut ys: [Vec<f32>; N] = std::array::from_fn(|i| Vec::with_capacity(m * mats[i].rows));
+        let outs: [SharedOut; N] = std::array::from_fn(|i| SharedOut(ys[i].as_mut_ptr()));
+        (0..tasks).into_par_iter().for_each(|t| {
+            let i = first.partition_point(|&f| f <= t) - 1;
+            let (q, n) = (mats[i], mats[i].rows);
+            let j0 = (t - first[i]) * task[i];
             // The kernels write their results straight into the task's columns of `y`.
-            let mut part = Part::new(out, [m, n], j0, task.min(n - j0));
-            self.task_on(isa, x, k, &mut part);
+            let mut part = Part::new(outs[i], [m, n], j0, task[i].min(n - j0));
+            q.task_on(isa, x, k, &mut part);
         });
-        // SAFETY: the tasks above wrote every one of the `m * n` elements (each kernel writes
-        // every (activation row, task row) of its part).
-        unsafe { y.set_len(m * n) };
-        y
+        for (y, q) in ys.iter_mut().zip(mats) {
+            // SAFETY: when `m > 0` the tasks above wrote every one of the `m * rows` elements
+            // (each kernel writes every (activation row, task row) of its part); else there
+            // are none.
+            unsafe { y.set_len(m * q.rows) };
+        }
+        ys
     }
 
     /// One task of [`Self::matmul_on`]: the weight rows of `part` (from its `j0` on) into it.
@@ -454,6 +489,28 @@ impl QuantMatrix {
         }
         let w = self.decoded(&x.device());
         x.matmul(w)
+    }
+
+    /// [`Self::forward`] of matrices that read the same `x`, in one parallel region
+    /// ([`Self::matmul_group`]), inside a decode step on the CPU backend; `None` elsewhere
+    /// (the caller takes each matrix's [`Self::forward`]).
+    pub fn forward_group<B: Backend, const N: usize>(
+        mats: [&Self; N],
+        x: &Tensor<B, 2>,
+    ) -> Option<[Tensor<B, 2>; N]> {
+        let [m, k] = x.dims();
+        let decode = m > 0 && m <= MAX_KERNEL_ROWS && super::small_matmul::in_decode();
+        if !decode || mats.iter().any(|q| q.cols != k) {
+            return None;
+        }
+        let f = as_flex::<B, 2>(x.clone())?;
+        let ys = Self::matmul_group(mats, f.as_slice::<f32>()?, m);
+        let out: Vec<Tensor<B, 2>> = ys
+            .into_iter()
+            .zip(mats)
+            .map(|(y, q)| from_vec::<B, 2>(y, [m, q.rows]))
+            .collect::<Option<_>>()?;
+        out.try_into().ok()
     }
 
     /// The matrix decoded to f32 on `device`, as the `[cols, rows]` transpose a matmul takes
@@ -1038,6 +1095,39 @@ pub(crate) mod tests {
             for i in 0..11 {
                 let alone = q.matmul(&x[i * k..(i + 1) * k], 1);
                 assert_eq!(alone, all[i * n..(i + 1) * n], "{ty} row {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_group_of_matrices_gives_each_the_bits_of_its_own_matmul() {
+        let best = detect();
+        let isas: Vec<Simd> = [Simd::Generic, Simd::Avx2, Simd::Avx512]
+            .into_iter()
+            .filter(|&i| {
+                i == Simd::Generic || i == best || (i == Simd::Avx2 && best != Simd::Generic)
+            })
+            .collect();
+        // One width, three types and heights (one under a task, two over several).
+        let k = 256;
+        let mats: Vec<QuantMatrix> = [
+            (GgmlType::Q4_1, 70),
+            (GgmlType::Q8_0, 9),
+            (GgmlType::Q6_K, 300),
+        ]
+        .into_iter()
+        .map(|(ty, n)| {
+            let (block, _) = ty.block_layout().unwrap();
+            QuantMatrix::from_gguf(ty, n, k, &random_blocks(ty, n * k / block, n as u32)).unwrap()
+        })
+        .collect();
+        for &isa in &isas {
+            for m in [1, 5, 8] {
+                let x = values(m * k, 31 + m as u32);
+                let ys = QuantMatrix::group_on(isa, [&mats[0], &mats[1], &mats[2]], &x, m);
+                for (q, y) in mats.iter().zip(&ys) {
+                    assert_eq!(*y, q.matmul_on(isa, &x, m), "{isa:?} m {m}: {}", q.ty());
+                }
             }
         }
     }

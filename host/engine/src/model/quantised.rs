@@ -17,9 +17,12 @@
 //!
 //! Each output is summed over its row's blocks in the same order whatever the number of rows in
 //! the call, so a sequence's logits do not depend on how many others share its decode step.
-//! The decode kernels prefetch the next weight rows' blocks (a step streams every weight from
-//! memory) and, for a full pass of eight rows, add up the sixteen partial-sum vectors of a pair
-//! of weight rows together (`x86::sum16_each`, the same additions as one at a time).
+//! The order belongs to the kernel and the matrix: sixteen partial sums per output (the portable
+//! and AVX-512 kernels, and AVX2 on Q8 and on rows wider than 768 values), or eight (AVX2 on
+//! narrower Q4 rows, where sixteen registers cannot hold two sums for each of eight rows). The
+//! decode kernels prefetch the next weight rows' blocks (a step streams every weight from
+//! memory) and, for a full AVX-512 pass of eight rows, add up the sixteen partial-sum vectors of
+//! a pair of weight rows together (`x86::sum16_each`, the same additions as one at a time).
 
 use std::fmt;
 
@@ -33,6 +36,14 @@ use crate::weights::gguf::dequant::{block_decoder, BlockDecoder, GgmlType};
 
 /// Rows of activations one pass over the weights serves.
 const PASS_ROWS: usize = 8;
+/// The widest rows (in values) for which the AVX2 kernels take passes of eight rows: Q8 in
+/// halves (`x86::halves_avx2`), Q4 with eight-lane sums (`x86::lanes8_avx2`). The eight activation
+/// rows (24 KiB) stay in the 32 KiB level-1 cache over a weight row. Wider rows take passes
+/// of four with sixteen-lane sums. Measured on SmolLM2's batch-8 step (`decode_kernels 8`,
+/// AVX2): its Q8_0 head (576 wide) 3.23-3.40 ms in passes of four, 2.88-3.03 in halves (four
+/// alternations); its 1,536-wide Q4_1 projection 3.0 ms in passes of four, 8.5 in halves and
+/// 3.3-3.6 in passes of eight with eight-lane sums.
+const EIGHT_ROWS_MAX_COLS: usize = 768;
 /// Most activation rows the block kernel takes (a decode step's batch).
 pub const MAX_KERNEL_ROWS: usize = 64;
 /// Output columns (weight rows) one task of the many-row path covers.
@@ -323,11 +334,12 @@ impl QuantMatrix {
 
     /// [`Self::matmul_group`] with the kernels of `isa` (which the CPU must have).
     fn group_on<const N: usize>(isa: Simd, mats: [&Self; N], x: &[f32], m: usize) -> [Vec<f32>; N] {
-        // Every row count takes `isa`'s kernels. (One or two rows used to take the AVX2 ones,
-        // whose eight-lane conversions widened blocks faster while the step waited on memory;
-        // with the weights prefetched the AVX-512 ones are ahead there too: SmolLM2 at batch 1
-        // on an AMD EPYC, 162-171 against 153-160 tokens/s.) The two give the same bits, so a
-        // row's result does not depend on the rows beside it either way.
+        // Every row count takes `isa`'s kernels, so a row's result does not depend on the rows
+        // beside it (the AVX2 kernel sums narrow Q4 rows in another order than the AVX-512
+        // one). One or two rows used to take the AVX2 kernels, whose eight-lane conversions
+        // widened blocks faster while the step waited on memory; with the weights prefetched
+        // the AVX-512 ones are ahead there too (SmolLM2 at batch 1 on an AMD EPYC, 162-171
+        // against 153-160 tokens/s).
         let k = mats.first().map_or(0, |q| q.cols);
         assert!(
             mats.iter().all(|q| q.cols == k),
@@ -842,6 +854,13 @@ fn pass<D: Decode, const R: usize, const FMA: bool>(
     }
 }
 
+/// A fixed pairwise sum of eight partial sums.
+#[inline(always)]
+fn sum8(a: &[f32; 8]) -> f32 {
+    let s = [a[0] + a[4], a[1] + a[5], a[2] + a[6], a[3] + a[7]];
+    (s[0] + s[2]) + (s[1] + s[3])
+}
+
 /// A fixed pairwise sum of sixteen partial sums.
 #[inline(always)]
 fn sum16(a: &[f32; 16]) -> f32 {
@@ -996,8 +1015,43 @@ pub(crate) mod tests {
         }
     }
 
+    /// The AVX2 kernel's sums for Q4 rows of at most [`EIGHT_ROWS_MAX_COLS`] values, one
+    /// output at a time: lane `l` takes values `l`, `8 + l`, `16 + l` and `24 + l` of each block
+    /// (widened by one multiply-add, as the kernel does), block after block; then [`sum8`].
+    fn eight_lane_q4(q: &QuantMatrix, x: &[f32], m: usize) -> Vec<f32> {
+        let Blocks::Q4 {
+            quants,
+            scales,
+            mins,
+        } = &q.blocks
+        else {
+            panic!("Q4 blocks");
+        };
+        let (n, k) = (q.rows, q.cols);
+        let nb = k / 32;
+        let mut y = vec![0f32; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                let mut acc = [0f32; 8];
+                for b in 0..nb {
+                    let at = j * nb + b;
+                    let w: [f32; 32] = std::array::from_fn(|v| {
+                        let byte = quants[at * 16 + v % 16];
+                        let nibble = if v < 16 { byte & 0x0F } else { byte >> 4 };
+                        (nibble as f32).mul_add(scales[at], mins[at])
+                    });
+                    for v in 0..32 {
+                        acc[v % 8] = w[v].mul_add(x[i * k + b * 32 + v], acc[v % 8]);
+                    }
+                }
+                y[i * n + j] = sum8(&acc);
+            }
+        }
+        y
+    }
+
     #[test]
-    fn the_avx512_and_avx2_kernels_agree_bit_for_bit_and_the_portable_one_within_rounding() {
+    fn each_kernel_keeps_its_sum_order_and_all_agree_within_rounding() {
         let best = detect();
         let mut isas = vec![Simd::Generic];
         if best != Simd::Generic {
@@ -1023,7 +1077,16 @@ pub(crate) mod tests {
                 for (isa, y) in isas.iter().zip(&ys) {
                     assert_close(y, &want, &format!("{ty} k {k} m {m} {isa:?}"));
                 }
-                if ys.len() == 3 {
+                // Narrow Q4 rows take the AVX2 kernel's eight-lane sums; everything else the
+                // AVX-512 kernel's sixteen-lane ones.
+                let eight_lanes = ty != GgmlType::Q8_0 && k <= EIGHT_ROWS_MAX_COLS;
+                if ys.len() >= 2 && eight_lanes {
+                    let lanes8 = eight_lane_q4(&q, &x, m);
+                    assert_eq!(
+                        ys[1], lanes8,
+                        "{ty} k {k} m {m}: AVX2 and its eight-lane order"
+                    );
+                } else if ys.len() == 3 {
                     assert_eq!(ys[1], ys[2], "{ty} k {k} m {m}: AVX2 and AVX-512 differ");
                 }
             }
@@ -1086,15 +1149,35 @@ pub(crate) mod tests {
 
     #[test]
     fn a_row_comes_out_the_same_whatever_shares_its_call() {
+        // Every kernel this CPU has, each way it splits a call into passes (and weight rows
+        // into groups): two, four and eleven rows (a pass of eight and one of three).
+        let best = detect();
+        let isas: Vec<Simd> = [Simd::Generic, Simd::Avx2, Simd::Avx512]
+            .into_iter()
+            .filter(|&i| {
+                i == Simd::Generic || i == best || (i == Simd::Avx2 && best != Simd::Generic)
+            })
+            .collect();
         for ty in [GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q6_K] {
             let (block, _) = ty.block_layout().unwrap();
-            let (n, k) = (300, 2 * block);
-            let q = QuantMatrix::from_gguf(ty, n, k, &random_blocks(ty, n * k / block, 3)).unwrap();
-            let x = values(11 * k, 5);
-            let all = q.matmul(&x, 11);
-            for i in 0..11 {
-                let alone = q.matmul(&x[i * k..(i + 1) * k], 1);
-                assert_eq!(alone, all[i * n..(i + 1) * n], "{ty} row {i}");
+            let n = 300;
+            for k in [2 * block, 800usize.next_multiple_of(block)] {
+                let q =
+                    QuantMatrix::from_gguf(ty, n, k, &random_blocks(ty, n * k / block, 3)).unwrap();
+                for &isa in &isas {
+                    for m in [2, 4, 11] {
+                        let x = values(m * k, 5 + m as u32);
+                        let all = q.matmul_on(isa, &x, m);
+                        for i in 0..m {
+                            let alone = q.matmul_on(isa, &x[i * k..(i + 1) * k], 1);
+                            assert_eq!(
+                                alone,
+                                all[i * n..(i + 1) * n],
+                                "{ty} k {k} {isa:?}: row {i} of {m}"
+                            );
+                        }
+                    }
+                }
             }
         }
     }
@@ -1223,14 +1306,16 @@ pub(crate) mod tests {
 
 /// The Q4 and Q8 kernels in AVX-512 and AVX2 intrinsics: each block is widened to f32 in
 /// registers (`w = q * scale + min`, one FMA per sixteen or eight values), then multiplied into
-/// per-row accumulators. Both keep sixteen partial sums per (activation row, weight row): sum `l`
-/// takes `w[l] x[l]`, then `w[16 + l] x[16 + l]`, block after block; then [`sum16`]. The same
-/// operations in the same order, so the two agree bit for bit.
+/// per-row accumulators. The AVX-512 kernels keep sixteen partial sums per (activation row,
+/// weight row): sum `l` takes `w[l] x[l]`, then `w[16 + l] x[16 + l]`, block after block; then
+/// [`sum16`]. The AVX2 kernels make the same operations in the same order on Q8 and on rows wider
+/// than `EIGHT_ROWS_MAX_COLS`, so there the two agree bit for bit; on narrower Q4 rows they keep
+/// eight partial sums (`lanes8_avx2`, then [`sum8`]).
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{sum16, Part, Q4Decoder, Q8Decoder, PASS_ROWS};
+    use super::{sum16, sum8, Part, Q4Decoder, Q8Decoder, EIGHT_ROWS_MAX_COLS, PASS_ROWS};
 
     /// Splits the rows into passes of at most [`PASS_ROWS`] and calls `pass` with each.
     macro_rules! passes {
@@ -1561,7 +1646,11 @@ mod x86 {
         j0: usize,
         part: &mut Part,
     ) {
-        passes_avx2!(q4_pass_avx2, dec, x, m, k, j0, part)
+        if k <= EIGHT_ROWS_MAX_COLS {
+            passes!(q4_pass_avx2, dec, x, m, k, j0, part)
+        } else {
+            passes_avx2!(q4_pass_avx2, dec, x, m, k, j0, part)
+        }
     }
 
     #[target_feature(enable = "avx2,fma")]
@@ -1596,12 +1685,138 @@ mod x86 {
                 widen(_mm256_srli_epi32(b1, 4), d, mn),
             ]
         };
-        rows_avx2::<R>(
-            block,
-            |first, blocks, line| ahead(q4_arrays(dec), first, blocks, line),
-            &Rows { x, r0, k, j0 },
-            part,
-        )
+        // Values `8v..8v + 8` of block `at` alone.
+        let eighth = |at: usize, v: usize| {
+            let qp = dec.quants.as_ptr().add(at * 16 + 8 * (v % 2));
+            let d = _mm256_set1_ps(*dec.scales.get_unchecked(at));
+            let mn = _mm256_set1_ps(*dec.mins.get_unchecked(at));
+            let b = _mm256_cvtepu8_epi32(_mm_loadl_epi64(qp as *const __m128i));
+            if v < 2 {
+                widen(_mm256_and_si256(b, mask), d, mn)
+            } else {
+                widen(_mm256_srli_epi32(b, 4), d, mn)
+            }
+        };
+        let ahead = |first, blocks, line| ahead(q4_arrays(dec), first, blocks, line);
+        let at = Rows { x, r0, k, j0 };
+        if k <= EIGHT_ROWS_MAX_COLS {
+            lanes8_avx2::<R>(block, eighth, ahead, &at, part)
+        } else {
+            rows_avx2::<R>(block, ahead, &at, part)
+        }
+    }
+
+    /// Activation rows `r0..r0 + R` against the task's weight rows with one eight-lane sum per
+    /// (row, weight row): values `l`, `8 + l`, `16 + l`, `24 + l` of each block into lane `l`,
+    /// block after block, then [`sum8`]. One sum per pair, not two, so eight rows fit in the
+    /// sixteen registers and each block is widened once for all of them. Fewer rows take
+    /// several weight rows at a time, so that more sums are in flight (a sum's four
+    /// multiply-adds per block wait on each other): one or two rows four weight rows, three or
+    /// four rows two, taking each block eight values at a time (`eighth(at, v)`) so that each
+    /// activation load feeds both. Against the sixteen-lane kernel (`decode_kernels`, SmolLM2's
+    /// shapes, AVX2; the thirty layers, whose 1,536-wide `down` is unchanged): eight rows
+    /// 12.3-12.4 -> 10.7-10.9 ms, one row 4.0-4.1 -> 3.7-3.9, two the same, three 5.5-5.6 ->
+    /// 5.6-5.7 and four 6.4-6.5 -> 6.6-6.7.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn lanes8_avx2<const R: usize>(
+        block: impl Fn(usize) -> [__m256; 4],
+        eighth: impl Fn(usize, usize) -> __m256,
+        ahead: impl Fn(usize, usize, usize),
+        at: &Rows,
+        part: &mut Part,
+    ) {
+        let jj = match R {
+            1 | 2 => group8_avx2::<R, 4>(&block, &ahead, at, 0, part),
+            3 | 4 => eighths8_avx2::<R, 2>(&eighth, &ahead, at, 0, part),
+            _ => 0,
+        };
+        group8_avx2::<R, 1>(&block, &ahead, at, jj, part);
+    }
+
+    /// [`group8_avx2`] with each block taken eight values at a time (`eighth(at, v)`: values
+    /// `8v..8v + 8` of block `at`) for all `W` weight rows, so each activation load feeds `W`
+    /// sums: the same multiply-adds in the same order per sum, with half the activation loads
+    /// at `W = 2` (three or four rows, where loads and multiply-adds otherwise fill the ports).
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn eighths8_avx2<const R: usize, const W: usize>(
+        eighth: &impl Fn(usize, usize) -> __m256,
+        ahead: &impl Fn(usize, usize, usize),
+        at: &Rows,
+        mut jj: usize,
+        part: &mut Part,
+    ) -> usize {
+        let Rows { x, r0, k, j0 } = *at;
+        let nb = k / 32;
+        let rows = part.rows();
+        let xp = x.as_ptr();
+        while jj + W <= rows {
+            let mut acc = [[_mm256_setzero_ps(); W]; R];
+            for b in 0..nb {
+                ahead((j0 + jj + AVX2_AHEAD * W) * nb, W * nb, b);
+                for v in 0..4 {
+                    let w: [__m256; W] = std::array::from_fn(|g| eighth((j0 + jj + g) * nb + b, v));
+                    for (i, acc) in acc.iter_mut().enumerate() {
+                        let xv = _mm256_loadu_ps(xp.add(i * k + b * 32 + 8 * v));
+                        for (a, w) in acc.iter_mut().zip(&w) {
+                            *a = _mm256_fmadd_ps(*w, xv, *a);
+                        }
+                    }
+                }
+            }
+            for (i, acc) in acc.iter().enumerate() {
+                for (g, a) in acc.iter().enumerate() {
+                    let mut lanes = [0f32; 8];
+                    _mm256_storeu_ps(lanes.as_mut_ptr(), *a);
+                    part.set(r0 + i, jj + g, sum8(&lanes));
+                }
+            }
+            jj += W;
+        }
+        jj
+    }
+
+    /// [`lanes8_avx2`] over the task's weight rows from `jj` on, `W` at a time while `W`
+    /// remain; returns the first weight row left.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn group8_avx2<const R: usize, const W: usize>(
+        block: &impl Fn(usize) -> [__m256; 4],
+        ahead: &impl Fn(usize, usize, usize),
+        at: &Rows,
+        mut jj: usize,
+        part: &mut Part,
+    ) -> usize {
+        let Rows { x, r0, k, j0 } = *at;
+        let nb = k / 32;
+        let rows = part.rows();
+        let xp = x.as_ptr();
+        while jj + W <= rows {
+            let mut acc = [[_mm256_setzero_ps(); R]; W];
+            for b in 0..nb {
+                ahead((j0 + jj + AVX2_AHEAD * W) * nb, W * nb, b);
+                for (g, acc) in acc.iter_mut().enumerate() {
+                    let w = block((j0 + jj + g) * nb + b);
+                    for (i, a) in acc.iter_mut().enumerate() {
+                        let p = xp.add(i * k + b * 32);
+                        *a = _mm256_fmadd_ps(w[0], _mm256_loadu_ps(p), *a);
+                        *a = _mm256_fmadd_ps(w[1], _mm256_loadu_ps(p.add(8)), *a);
+                        *a = _mm256_fmadd_ps(w[2], _mm256_loadu_ps(p.add(16)), *a);
+                        *a = _mm256_fmadd_ps(w[3], _mm256_loadu_ps(p.add(24)), *a);
+                    }
+                }
+            }
+            for (g, acc) in acc.iter().enumerate() {
+                for (i, a) in acc.iter().enumerate() {
+                    let mut lanes = [0f32; 8];
+                    _mm256_storeu_ps(lanes.as_mut_ptr(), *a);
+                    part.set(r0 + i, jj + g, sum8(&lanes));
+                }
+            }
+            jj += W;
+        }
+        jj
     }
 
     #[target_feature(enable = "avx2,fma")]
@@ -1613,7 +1828,7 @@ mod x86 {
         j0: usize,
         part: &mut Part,
     ) {
-        if k <= HALVES_MAX_COLS {
+        if k <= EIGHT_ROWS_MAX_COLS {
             passes!(q8_pass_avx2, dec, x, m, k, j0, part)
         } else {
             passes_avx2!(q8_pass_avx2, dec, x, m, k, j0, part)
@@ -1654,15 +1869,6 @@ mod x86 {
             rows_avx2::<R>(block, ahead, &at, part)
         }
     }
-
-    /// The widest rows (in values) for which the AVX2 Q8 kernel takes passes of eight rows in
-    /// halves ([`halves_avx2`]): the eight activation rows (24 KiB) stay in the 32 KiB level-1
-    /// cache across both sweeps of a weight row. Wider rows take passes of four. Measured on
-    /// SmolLM2's batch-8 step (`decode_kernels 8`, AVX2): its Q8_0 head (576 wide) 3.23-3.40 ms
-    /// in passes of four, 2.88-3.03 in halves (four alternations); its 1,536-wide Q4_1 projection went from 3.0 to
-    /// 8.5 ms in halves, and its 576-wide Q4_1 ones from 3.03 to 3.15 (so Q4 keeps passes of
-    /// four: its widening is cheaper than Q8's four conversions and multiplies).
-    const HALVES_MAX_COLS: usize = 768;
 
     /// Activation rows `r0..r0 + R` (five to eight) against the task's weight rows, each weight
     /// row in two sweeps: the first builds lanes 0..8 of every row's sixteen-lane sum (values

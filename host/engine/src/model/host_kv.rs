@@ -227,24 +227,40 @@ impl pulp::WithSimd for Attend<'_> {
             out,
         } = self;
         let dv = out.len() / g;
-        let visible: Vec<usize> = (0..t)
-            .filter(|&j| hidden.is_none_or(|m| !m[b * t + j]))
-            .collect();
-        let n = visible.len();
+        // The visible keys' positions, listed only when some are hidden.
+        let listed: Option<Vec<usize>> =
+            hidden.map(|m| (0..t).filter(|&j| !m[b * t + j]).collect());
+        let n = listed.as_ref().map_or(t, Vec::len);
+        let key = |c: usize| listed.as_ref().map_or(c, |l| l[c]);
+        let queries: Vec<&[f32]> = (0..g).map(|gi| q.row(b, kvh * g + gi, 0)).collect();
         let mut scores = vec![0f32; g * n];
-        for (c, &j) in visible.iter().enumerate() {
-            let key = keys.row(b, kvh, j);
-            for gi in 0..g {
-                scores[gi * n + c] = dot(simd, q.row(b, kvh * g + gi, 0), key) * scale;
+        for c in 0..n {
+            let k = keys.row(b, kvh, key(c));
+            for (gi, q) in queries.iter().enumerate() {
+                scores[gi * n + c] = dot(simd, q, k) * scale;
             }
         }
-        for (gi, out) in out.chunks_exact_mut(dv).enumerate() {
-            let s = &mut scores[gi * n..(gi + 1) * n];
-            let (_, sum) = softmax_row(simd, s, f32::NEG_INFINITY);
+        let mut inv = vec![0f32; g];
+        for (gi, inv) in inv.iter_mut().enumerate() {
+            let (_, sum) = softmax_row(simd, &mut scores[gi * n..(gi + 1) * n], f32::NEG_INFINITY);
             // Every key hidden (never the case in a batch: a row sees its own tokens) leaves
             // zeros rather than NaN.
-            let inv = if sum > 0.0 { 1.0 / sum } else { 0.0 };
-            weighted_sum(simd, s, |c| values.row(b, kvh, visible[c]), inv, out);
+            *inv = if sum > 0.0 { 1.0 / sum } else { 0.0 };
+        }
+        // The query heads three at a time (twelve accumulators), each value row read once
+        // for all of them.
+        let mut g0 = 0;
+        while g0 < g {
+            let heads = (g - g0).min(3);
+            let at = |gi: usize| &scores[(g0 + gi) * n..(g0 + gi + 1) * n];
+            let outs = &mut out[g0 * dv..(g0 + heads) * dv];
+            let row = |c: usize| values.row(b, kvh, key(c));
+            match heads {
+                3 => weighted_sums::<S, 3>(simd, [at(0), at(1), at(2)], row, &inv[g0..], outs),
+                2 => weighted_sums::<S, 2>(simd, [at(0), at(1)], row, &inv[g0..], outs),
+                _ => weighted_sums::<S, 1>(simd, [at(0)], row, &inv[g0..], outs),
+            }
+            g0 += heads;
         }
     }
 }
@@ -268,52 +284,59 @@ fn dot<S: pulp::Simd>(simd: S, a: &[f32], b: &[f32]) -> f32 {
     simd.reduce_sum_f32s(simd.add_f32s(acc[0], acc[1])) + tail
 }
 
-/// `out = inv · Σ_c p[c] · row(c)`, four vectors of `out` at a time held in registers over
-/// every row (the value rows are read once per four vectors instead of `out` being loaded and
-/// stored once per row).
+/// `out[h] = inv[h] · Σ_c p[h][c] · row(c)` for `H` heads side by side in `out`, four vectors
+/// of each head's output held in registers over every row (the value rows are read once per four
+/// vectors for all the heads, instead of each head's output being loaded and stored once per
+/// row).
 #[inline(always)]
-fn weighted_sum<'v, S: pulp::Simd>(
+fn weighted_sums<'v, S: pulp::Simd, const H: usize>(
     simd: S,
-    p: &[f32],
+    p: [&[f32]; H],
     row: impl Fn(usize) -> &'v [f32],
-    inv: f32,
+    inv: &[f32],
     out: &mut [f32],
 ) {
-    let scale = simd.splat_f32s(inv);
-    let (body, tail) = S::as_mut_simd_f32s(out);
-    let vectors = body.len();
+    let n = p[0].len();
+    let dv = out.len() / H;
+    let lanes = S::F32_LANES;
+    let vectors = dv / lanes;
     let mut c0 = 0;
-    for quad in body.chunks_exact_mut(4) {
-        let mut acc = [simd.splat_f32s(0.0); 4];
-        for (c, &pc) in p.iter().enumerate() {
+    // Whole groups of four vectors, then single vectors, then a scalar tail: only fixed
+    // groups keep the accumulators in registers.
+    while c0 < vectors {
+        let width = if vectors - c0 >= 4 { 4 } else { 1 };
+        let mut acc = [[simd.splat_f32s(0.0); 4]; H];
+        for c in 0..n {
             let (v, _) = S::as_simd_f32s(row(c));
-            let pv = simd.splat_f32s(pc);
-            for (a, &x) in acc.iter_mut().zip(&v[c0..c0 + 4]) {
-                *a = simd.mul_add_f32s(pv, x, *a);
+            for (acc, p) in acc.iter_mut().zip(&p) {
+                let pv = simd.splat_f32s(p[c]);
+                if width == 4 {
+                    for (a, &x) in acc.iter_mut().zip(&v[c0..c0 + 4]) {
+                        *a = simd.mul_add_f32s(pv, x, *a);
+                    }
+                } else {
+                    acc[0] = simd.mul_add_f32s(pv, v[c0], acc[0]);
+                }
             }
         }
-        for (o, a) in quad.iter_mut().zip(acc) {
-            *o = simd.mul_f32s(a, scale);
+        for (h, acc) in acc.iter().enumerate() {
+            let (o, _) = S::as_mut_simd_f32s(&mut out[h * dv..(h + 1) * dv]);
+            let scale = simd.splat_f32s(inv[h]);
+            for (o, a) in o[c0..c0 + width].iter_mut().zip(acc) {
+                *o = simd.mul_f32s(*a, scale);
+            }
         }
-        c0 += 4;
+        c0 += width;
     }
-    for o in &mut body[c0..] {
-        let mut acc = simd.splat_f32s(0.0);
-        for (c, &pc) in p.iter().enumerate() {
-            let (v, _) = S::as_simd_f32s(row(c));
-            acc = simd.mul_add_f32s(simd.splat_f32s(pc), v[c0], acc);
+    for (h, p) in p.iter().enumerate() {
+        for at in vectors * lanes..dv {
+            out[h * dv + at] = p
+                .iter()
+                .enumerate()
+                .map(|(c, &pc)| pc * row(c)[at])
+                .sum::<f32>()
+                * inv[h];
         }
-        *o = simd.mul_f32s(acc, scale);
-        c0 += 1;
-    }
-    for (i, o) in tail.iter_mut().enumerate() {
-        let at = vectors * S::F32_LANES + i;
-        *o = p
-            .iter()
-            .enumerate()
-            .map(|(c, &pc)| pc * row(c)[at])
-            .sum::<f32>()
-            * inv;
     }
 }
 
@@ -361,14 +384,17 @@ mod tests {
     #[test]
     fn decode_attention_matches_the_softmax_written_out_with_hidden_keys() {
         // Widths below a vector, with whole groups of four vectors, with a vector left over
-        // after them, and with a scalar tail (8 or 16 lanes).
+        // after them, and with a scalar tail (8 or 16 lanes); query heads per kv head taken in
+        // one group of three or fewer, or in several.
         for d in [4, 64, 80, 84] {
-            check_decode_attention(d);
+            for g in 1..=5 {
+                check_decode_attention(d, g);
+            }
         }
     }
 
-    fn check_decode_attention(d: usize) {
-        let (b, kvh, g, t) = (2, 2, 3, 7);
+    fn check_decode_attention(d: usize, g: usize) {
+        let (b, kvh, t) = (2, 2, 7);
         let heads = kvh * g;
         let (k, v) = (seq(b * kvh * t * d, 1), seq(b * kvh * t * d, 2));
         let q = seq(b * heads * d, 3);
@@ -402,10 +428,10 @@ mod tests {
                 let z: f64 = e.iter().sum();
                 for c in 0..d {
                     let want: f64 = (0..t).map(|j| e[j] / z * val(j)[c] as f64).sum();
-                    let g = got[(bi * heads + head) * d + c] as f64;
+                    let got_c = got[(bi * heads + head) * d + c] as f64;
                     assert!(
-                        (g - want).abs() < 1e-5,
-                        "d {d}, row {bi} head {head} [{c}]: {g} vs {want}"
+                        (got_c - want).abs() < 1e-5,
+                        "d {d}, g {g}, row {bi} head {head} [{c}]: {got_c} vs {want}"
                     );
                 }
             }

@@ -45,7 +45,7 @@ pub fn rms_norm_rows(xs: &[f32], gamma: &[f32], eps: f32) -> Vec<f32> {
     let width = gamma.len();
     let rows = |out: &mut [f32], xs: &[f32]| {
         for (o, x) in out.chunks_exact_mut(width).zip(xs.chunks_exact(width)) {
-            let mean = x.iter().map(|v| v * v).sum::<f32>() / width as f32;
+            let mean = sum_of_squares(x) / width as f32;
             let rms = (mean + eps).sqrt();
             for ((o, &v), &g) in o.iter_mut().zip(x).zip(gamma) {
                 *o = v / rms * g;
@@ -62,6 +62,21 @@ pub fn rms_norm_rows(xs: &[f32], gamma: &[f32], eps: f32) -> Vec<f32> {
             .for_each(|(out, xs)| rows(out, xs));
     }
     out
+}
+
+/// `Σ v²` in eight running sums, added pairwise at the end: one running sum is a chain of
+/// dependent additions (576 of them, about 0.7 µs, for each of SmolLM2's rows; 61 norms of a
+/// batch of eight took 0.5 ms of a decode step), eight let the compiler keep them in vectors.
+fn sum_of_squares(x: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let chunks = x.chunks_exact(8);
+    let tail: f32 = chunks.remainder().iter().map(|v| v * v).sum();
+    for c in chunks {
+        for (a, v) in acc.iter_mut().zip(c) {
+            *a += v * v;
+        }
+    }
+    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7])) + tail
 }
 
 /// Builds an RMSNorm of width `dim` from `{prefix}.weight`.
@@ -97,8 +112,15 @@ mod tests {
 
     #[test]
     fn the_one_pass_norm_matches_burns() {
+        // Whole groups of eight, and a tail (the sum of squares runs eight sums).
+        for width in [40, 43, 5] {
+            check_against_burn(width);
+        }
+    }
+
+    fn check_against_burn(width: usize) {
         let dev = Default::default();
-        let (rows, width) = (300, 40);
+        let rows = 300;
         let x: Vec<f32> = (0..rows * width)
             .map(|i| ((i * 37) % 101) as f32 * 0.03 - 1.5)
             .collect();

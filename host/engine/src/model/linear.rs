@@ -268,3 +268,89 @@ pub fn adapted_forward_group<B: Backend, const D: usize, const N: usize>(
         y.reshape(out)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::quantised::tests::quantise_q8_0;
+    use crate::model::small_matmul::decode_scope;
+    use crate::weights::gguf::dequant::GgmlType;
+    use crate::CpuBackend;
+
+    fn values(n: usize, seed: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i * 7919 + seed * 104_729) % 997) as f32 / 498.5 - 1.0)
+            .collect()
+    }
+
+    /// A `[d_out, d_in]` projection kept in Q8_0 blocks, with a bias.
+    fn projection(d_out: usize, d_in: usize, seed: usize) -> (Linear<CpuBackend>, Blocks) {
+        let dev = Default::default();
+        let blocks = quantise_q8_0(&values(d_out * d_in, seed));
+        let q = QuantMatrix::from_gguf(GgmlType::Q8_0, d_out, d_in, &blocks).unwrap();
+        let layer = Linear {
+            weight: Param::from_tensor(Tensor::empty([0, d_out], &dev)),
+            bias: Some(Param::from_data(
+                TensorData::new(values(d_out, seed + 50), [d_out]),
+                &dev,
+            )),
+        };
+        (layer, Some(std::sync::Arc::new(q)))
+    }
+
+    fn adapter(d_in: usize, d_out: usize, seed: usize) -> LoraAdapter<CpuBackend> {
+        let dev = Default::default();
+        let rank = 4;
+        LoraAdapter {
+            a: Param::from_data(
+                TensorData::new(values(d_in * rank, seed), [d_in, rank]),
+                &dev,
+            ),
+            b: Param::from_data(
+                TensorData::new(values(rank * d_out, seed + 1), [rank, d_out]),
+                &dev,
+            ),
+            scale: 0.5,
+            dropout: 0.0,
+        }
+    }
+
+    #[test]
+    fn grouped_projections_give_the_bits_of_one_call_each_with_bias_and_adapter() {
+        let dev = Default::default();
+        let d_in = 64;
+        let ps = [
+            projection(48, d_in, 1),
+            projection(16, d_in, 2),
+            projection(16, d_in, 3),
+        ];
+        let loras = [Some(adapter(d_in, 48, 4)), None, Some(adapter(d_in, 16, 6))];
+        let x = Tensor::<CpuBackend, 3>::from_data(
+            TensorData::new(values(3 * d_in, 9), [3, 1, d_in]),
+            &dev,
+        );
+        let x2 = x.clone().reshape([3, d_in]);
+        let group = |i: usize| (&ps[i].0, &ps[i].1, loras[i].as_ref());
+        // SAFETY: the closure leaves nothing on the pool's thread.
+        let (taken, grouped, alone) = unsafe {
+            decode_scope(|| {
+                let mats = [0, 1, 2].map(|i| ps[i].1.as_deref().unwrap());
+                (
+                    QuantMatrix::forward_group(mats, &x2).is_some(),
+                    adapted_forward_group([group(0), group(1), group(2)], x.clone()),
+                    [0, 1, 2]
+                        .map(|i| adapted_forward(&ps[i].0, &ps[i].1, loras[i].as_ref(), x.clone())),
+                )
+            })
+        };
+        assert!(taken, "a decode step groups the projections");
+        for (i, (g, a)) in grouped.into_iter().zip(alone).enumerate() {
+            assert_eq!(g.dims(), a.dims(), "projection {i}");
+            let (g, a) = (
+                g.into_data().to_vec::<f32>().unwrap(),
+                a.into_data().to_vec::<f32>().unwrap(),
+            );
+            assert_eq!(g, a, "projection {i}");
+        }
+    }
+}

@@ -380,7 +380,7 @@ impl QuantMatrix {
         ys
     }
 
-    /// One task of [`Self::matmul_on`]: the weight rows of `part` (from its `j0` on) into it.
+    /// One task of [`Self::group_on`]: the weight rows of `part` (from its `j0` on) into it.
     fn task_on(&self, isa: Simd, x: &[f32], k: usize, part: &mut Part) {
         let (m, j0) = (part.m, part.j0);
         match &self.blocks {
@@ -538,7 +538,7 @@ impl QuantMatrix {
     }
 }
 
-/// The result buffer of [`QuantMatrix::matmul_on`], written by its tasks in disjoint columns.
+/// A result buffer of [`QuantMatrix::group_on`], written by its tasks in disjoint columns.
 #[derive(Clone, Copy)]
 struct SharedOut(*mut f32);
 // SAFETY: the tasks that share it write disjoint elements, and the buffer outlives them.
@@ -552,7 +552,7 @@ impl SharedOut {
     }
 }
 
-/// One task's share of [`QuantMatrix::matmul_on`]'s `[m, n]` result: weight rows (result
+/// One task's share of a [`QuantMatrix::group_on`] `[m, n]` result: weight rows (result
 /// columns) `j0..j0 + rows`, which no other task writes. The kernels write each element once,
 /// straight into the result, rather than into a buffer of their own that is scattered after.
 struct Part {
@@ -1015,6 +1015,20 @@ pub(crate) mod tests {
         }
     }
 
+    /// The kernels this CPU runs: the portable one, and AVX2 and AVX-512 where it has them.
+    fn kernels_here() -> Vec<Simd> {
+        let best = detect();
+        let mut isas = vec![Simd::Generic];
+        if best != Simd::Generic {
+            isas.push(Simd::Avx2);
+        }
+        if best == Simd::Avx512 {
+            isas.push(Simd::Avx512);
+        }
+        eprintln!("kernels available here: {isas:?}");
+        isas
+    }
+
     /// The AVX2 kernel's sums for Q4 rows of at most [`EIGHT_ROWS_MAX_COLS`] values, one
     /// output at a time: lane `l` takes values `l`, `8 + l`, `16 + l` and `24 + l` of each block
     /// (widened by one multiply-add, as the kernel does), block after block; then [`sum8`].
@@ -1052,21 +1066,15 @@ pub(crate) mod tests {
 
     #[test]
     fn each_kernel_keeps_its_sum_order_and_all_agree_within_rounding() {
-        let best = detect();
-        let mut isas = vec![Simd::Generic];
-        if best != Simd::Generic {
-            isas.push(Simd::Avx2);
-        }
-        if best == Simd::Avx512 {
-            isas.push(Simd::Avx512);
-        }
-        eprintln!("kernels available here: {isas:?}");
+        let isas = kernels_here();
         // Rows narrow and wide enough for each way the AVX2 kernels split a batch into passes.
         for (ty, k) in [GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0]
             .into_iter()
             .flat_map(|ty| [(ty, 96), (ty, 800)])
         {
-            let n = 70;
+            // Tasks whose weight rows are odd and not a multiple of four, so every kernel's
+            // last weight rows go alone, whatever the thread count.
+            let n = 71;
             let data = random_blocks(ty, n * k / 32, 21);
             let q = QuantMatrix::from_gguf(ty, n, k, &data).unwrap();
             let w = q.dequantise();
@@ -1151,16 +1159,10 @@ pub(crate) mod tests {
     fn a_row_comes_out_the_same_whatever_shares_its_call() {
         // Every kernel this CPU has, each way it splits a call into passes (and weight rows
         // into groups): two, four and eleven rows (a pass of eight and one of three).
-        let best = detect();
-        let isas: Vec<Simd> = [Simd::Generic, Simd::Avx2, Simd::Avx512]
-            .into_iter()
-            .filter(|&i| {
-                i == Simd::Generic || i == best || (i == Simd::Avx2 && best != Simd::Generic)
-            })
-            .collect();
+        let isas = kernels_here();
         for ty in [GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q6_K] {
             let (block, _) = ty.block_layout().unwrap();
-            let n = 300;
+            let n = 301;
             for k in [2 * block, 800usize.next_multiple_of(block)] {
                 let q =
                     QuantMatrix::from_gguf(ty, n, k, &random_blocks(ty, n * k / block, 3)).unwrap();
@@ -1184,13 +1186,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_group_of_matrices_gives_each_the_bits_of_its_own_matmul() {
-        let best = detect();
-        let isas: Vec<Simd> = [Simd::Generic, Simd::Avx2, Simd::Avx512]
-            .into_iter()
-            .filter(|&i| {
-                i == Simd::Generic || i == best || (i == Simd::Avx2 && best != Simd::Generic)
-            })
-            .collect();
+        let isas = kernels_here();
         // One width, three types and heights (one under a task, two over several).
         let k = 256;
         let mats: Vec<QuantMatrix> = [
@@ -1380,7 +1376,8 @@ mod x86 {
         ]
     }
 
-    /// Weight rows ahead of the one being read that the AVX2 kernels prefetch.
+    /// How far ahead the AVX2 kernels prefetch, in weight rows or in groups of the weight rows
+    /// a kernel takes at once.
     const AVX2_AHEAD: usize = 2;
 
     /// Rows per pass of the AVX2 kernels: two sums per row and a block's four vectors in
@@ -1766,10 +1763,8 @@ mod x86 {
                 }
             }
             for (i, acc) in acc.iter().enumerate() {
-                for (g, a) in acc.iter().enumerate() {
-                    let mut lanes = [0f32; 8];
-                    _mm256_storeu_ps(lanes.as_mut_ptr(), *a);
-                    part.set(r0 + i, jj + g, sum8(&lanes));
+                for (g, &a) in acc.iter().enumerate() {
+                    part.set(r0 + i, jj + g, sum8_of(a));
                 }
             }
             jj += W;
@@ -1808,10 +1803,8 @@ mod x86 {
                 }
             }
             for (g, acc) in acc.iter().enumerate() {
-                for (i, a) in acc.iter().enumerate() {
-                    let mut lanes = [0f32; 8];
-                    _mm256_storeu_ps(lanes.as_mut_ptr(), *a);
-                    part.set(r0 + i, jj + g, sum8(&lanes));
+                for (i, &a) in acc.iter().enumerate() {
+                    part.set(r0 + i, jj + g, sum8_of(a));
                 }
             }
             jj += W;
@@ -1942,6 +1935,15 @@ mod x86 {
                 part.set(r0 + i, jj, sum_halves(a[0], a[1]));
             }
         }
+    }
+
+    /// [`sum8`] of an eight-lane sum.
+    #[target_feature(enable = "avx")]
+    #[inline]
+    unsafe fn sum8_of(a: __m256) -> f32 {
+        let mut lanes = [0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), a);
+        sum8(&lanes)
     }
 
     /// [`sum16`] of a sixteen-lane sum held as two AVX2 halves (lanes 0..8, then 8..16).

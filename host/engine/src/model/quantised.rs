@@ -21,8 +21,9 @@
 //! and AVX-512 kernels, and AVX2 on Q8 and on rows wider than 768 values), or eight (AVX2 on
 //! narrower Q4 rows, where sixteen registers cannot hold two sums for each of eight rows). The
 //! decode kernels prefetch the next weight rows' blocks (a step streams every weight from
-//! memory) and, for a full AVX-512 pass of eight rows, add up the sixteen partial-sum vectors of
-//! a pair of weight rows together (`x86::sum16_each`, the same additions as one at a time).
+//! memory) and add up the partial-sum vectors of a pass together, sixteen at a time for a full
+//! AVX-512 pass of eight rows and eight at a time on AVX2 (`x86::sum16_each`,
+//! `x86::sum8_each`: the same additions as one at a time).
 
 use std::fmt;
 
@@ -1131,6 +1132,36 @@ pub(crate) mod tests {
         }
     }
 
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn eight_sums_at_once_give_the_bits_of_eight_sums_one_by_one() {
+        if !is_x86_feature_detected!("avx2") {
+            eprintln!("no AVX2 here: nothing to compare");
+            return;
+        }
+        // Magnitudes over many octaves, so any other order of additions would round apart.
+        let mut rng = 0x9e37_79b9u32;
+        let mut next = || {
+            rng ^= rng << 13;
+            rng ^= rng >> 17;
+            rng ^= rng << 5;
+            (rng as f32 / u32::MAX as f32 - 0.5) * 2f32.powi((rng % 40) as i32 - 20)
+        };
+        for _ in 0..500 {
+            let lanes: [[f32; 8]; 8] = std::array::from_fn(|_| std::array::from_fn(|_| next()));
+            let mut got = [0f32; 8];
+            // SAFETY: the CPU has AVX2 (checked above).
+            unsafe {
+                use std::arch::x86_64::*;
+                let v = std::array::from_fn(|p| _mm256_loadu_ps(lanes[p].as_ptr()));
+                _mm256_storeu_ps(got.as_mut_ptr(), x86::sum8_each(v));
+            }
+            for (p, l) in lanes.iter().enumerate() {
+                assert_eq!(got[p].to_bits(), sum8(l).to_bits(), "vector {p}");
+            }
+        }
+    }
+
     #[test]
     fn the_many_row_path_matches_the_product_and_keeps_each_row_alone() {
         for ty in [GgmlType::Q4_1, GgmlType::Q8_0, GgmlType::Q4_K] {
@@ -1762,11 +1793,9 @@ mod x86 {
                     }
                 }
             }
-            for (i, acc) in acc.iter().enumerate() {
-                for (g, &a) in acc.iter().enumerate() {
-                    part.set(r0 + i, jj + g, sum8_of(a));
-                }
-            }
+            set_sums8(part, R * W, |n| {
+                ((r0 + n / W, jj + n % W), acc[n / W][n % W])
+            });
             jj += W;
         }
         jj
@@ -1802,11 +1831,9 @@ mod x86 {
                     }
                 }
             }
-            for (g, acc) in acc.iter().enumerate() {
-                for (i, &a) in acc.iter().enumerate() {
-                    part.set(r0 + i, jj + g, sum8_of(a));
-                }
-            }
+            set_sums8(part, R * W, |n| {
+                ((r0 + n % R, jj + n / R), acc[n / R][n % R])
+            });
             jj += W;
         }
         jj
@@ -1896,9 +1923,10 @@ mod x86 {
                     }
                 }
             }
-            for (i, (&lo, &hi)) in acc[0].iter().zip(&acc[1]).enumerate() {
-                part.set(r0 + i, jj, sum_halves(lo, hi));
-            }
+            // sum16 of the halves' lanes adds lane l to lane l + 8 first: the halves' sum.
+            set_sums8(part, R, |i| {
+                ((r0 + i, jj), _mm256_add_ps(acc[0][i], acc[1][i]))
+            });
         }
     }
 
@@ -1931,9 +1959,10 @@ mod x86 {
                     a[1] = _mm256_fmadd_ps(w[3], _mm256_loadu_ps(p.add(24)), a[1]);
                 }
             }
-            for (i, a) in acc.iter().enumerate() {
-                part.set(r0 + i, jj, sum_halves(a[0], a[1]));
-            }
+            // sum16 of the halves' lanes adds lane l to lane l + 8 first: the halves' sum.
+            set_sums8(part, R, |i| {
+                ((r0 + i, jj), _mm256_add_ps(acc[i][0], acc[i][1]))
+            });
         }
     }
 
@@ -1946,13 +1975,72 @@ mod x86 {
         sum8(&lanes)
     }
 
-    /// [`sum16`] of a sixteen-lane sum held as two AVX2 halves (lanes 0..8, then 8..16).
-    #[target_feature(enable = "avx")]
+    /// Sets `count` results of `part`, the `n`th at `sum(n).0` (activation row, task row) to
+    /// the [`sum8`] of the eight-lane sum `sum(n).1`: eight at a time with [`sum8_each`], the
+    /// last few padded with zero vectors whose sums are dropped, a single one alone.
+    #[target_feature(enable = "avx2")]
     #[inline]
-    unsafe fn sum_halves(lo: __m256, hi: __m256) -> f32 {
-        let mut lanes = [0f32; 16];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), lo);
-        _mm256_storeu_ps(lanes.as_mut_ptr().add(8), hi);
-        sum16(&lanes)
+    unsafe fn set_sums8(
+        part: &mut Part,
+        count: usize,
+        sum: impl Fn(usize) -> ((usize, usize), __m256),
+    ) {
+        let mut n = 0;
+        while n < count {
+            let now = (count - n).min(8);
+            if now == 1 {
+                let ((i, jj), a) = sum(n);
+                part.set(i, jj, sum8_of(a));
+            } else {
+                let v = sum8_each(std::array::from_fn(|p| {
+                    if p < now {
+                        sum(n + p).1
+                    } else {
+                        _mm256_setzero_ps()
+                    }
+                }));
+                let mut lanes = [0f32; 8];
+                _mm256_storeu_ps(lanes.as_mut_ptr(), v);
+                for (p, &l) in lanes[..now].iter().enumerate() {
+                    let (i, jj) = sum(n + p).0;
+                    part.set(i, jj, l);
+                }
+            }
+            n += now;
+        }
+    }
+
+    /// [`sum8`] of each of eight vectors, lane `p` of the result from `v[p]`, with the very
+    /// additions `sum8` makes (each pairs the same two partial sums), so the bits are the
+    /// same: `l + (l + 4)`, then `l + (l + 2)`, then `l + (l + 1)`, each level adding two
+    /// vectors' halves at once (seven shuffle pairs, seven additions and a permute instead of
+    /// eight stores and 56 scalar additions).
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    pub(super) unsafe fn sum8_each(v: [__m256; 8]) -> __m256 {
+        // Level 1: 128-bit halves. u[k] holds the four sums of v[2k], then those of v[2k + 1].
+        let u: [__m256; 4] = std::array::from_fn(|k| {
+            let (a, b) = (v[2 * k], v[2 * k + 1]);
+            _mm256_add_ps(
+                _mm256_permute2f128_ps::<0x20>(a, b),
+                _mm256_permute2f128_ps::<0x31>(a, b),
+            )
+        });
+        // Level 2: 64-bit pairs. w[k] holds two sums of each of v[4k..4k + 4]: those of 4k and
+        // 4k + 2 in its low half, of 4k + 1 and 4k + 3 in its high half.
+        let w: [__m256; 2] = std::array::from_fn(|k| {
+            let (a, b) = (_mm256_castps_pd(u[2 * k]), _mm256_castps_pd(u[2 * k + 1]));
+            _mm256_add_ps(
+                _mm256_castpd_ps(_mm256_unpacklo_pd(a, b)),
+                _mm256_castpd_ps(_mm256_unpackhi_pd(a, b)),
+            )
+        });
+        // Level 3: neighbouring lanes, giving the sums of vectors 0, 2, 4, 6, 1, 3, 5, 7; then
+        // lane order p.
+        let z = _mm256_add_ps(
+            _mm256_shuffle_ps::<0x88>(w[0], w[1]),
+            _mm256_shuffle_ps::<0xDD>(w[0], w[1]),
+        );
+        _mm256_permutevar8x32_ps(z, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7))
     }
 }

@@ -1,7 +1,7 @@
 //! Random loss batches and gradient-check assertions for plugin tests (feature `testing`).
 
 use crate::math::GradCheck;
-use crate::LossBatch;
+use crate::{LossBatch, LossOutput};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -117,4 +117,12 @@ pub fn assert_manifest_matches(
         .collect();
     assert_eq!(listed, kinds, "plugin.toml kinds");
     kinds
+}
+
+/// The value of metric `name` in a loss's output, if it reports one.
+pub fn metric(out: &LossOutput, name: &str) -> Option<f64> {
+    out.metrics
+        .iter()
+        .find(|m| m.name.as_str() == name)
+        .map(|m| m.value)
 }

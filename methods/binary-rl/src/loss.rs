@@ -56,17 +56,10 @@ mod tests {
     use super::*;
     use openclaw_plugin_api::abi_stable::std_types::ROption;
     use openclaw_plugin_api::math::{check_gradient, GroupNorm};
-    use openclaw_plugin_api::testing::{assert_good, random_batch};
+    use openclaw_plugin_api::testing::{assert_good, metric, random_batch};
 
     fn loss(text: &str) -> BinaryRlLoss {
         BinaryRlLoss::new(text, HostServices::standalone()).unwrap()
-    }
-
-    fn metric(out: &LossOutput, name: &str) -> Option<f64> {
-        out.metrics
-            .iter()
-            .find(|m| m.name.as_str() == name)
-            .map(|m| m.value)
     }
 
     fn close(a: f64, b: f64) -> bool {

@@ -9,18 +9,11 @@
 use openclaw_method_binary_rl::BinaryRlLoss;
 use openclaw_method_combine::CombineLoss;
 use openclaw_method_opd::OpdLoss;
-use openclaw_plugin_api::testing::random_batch;
+use openclaw_plugin_api::testing::{metric, random_batch};
 use openclaw_plugin_api::{HostServices, Loss, LossOutput};
 
 fn combine(text: &str) -> CombineLoss {
     CombineLoss::new(text, HostServices::standalone()).unwrap()
-}
-
-fn metric(out: &LossOutput, name: &str) -> Option<f64> {
-    out.metrics
-        .iter()
-        .find(|m| m.name.as_str() == name)
-        .map(|m| m.value)
 }
 
 fn assert_same(a: &LossOutput, b: &LossOutput, what: &str) {

@@ -272,19 +272,13 @@ pub fn adapted_forward_group<B: Backend, const D: usize, const N: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::quantised::tests::quantise_q8_0;
+    use crate::model::quantised::tests::{quantise_q8_0, values};
     use crate::model::small_matmul::decode_scope;
     use crate::weights::gguf::dequant::GgmlType;
     use crate::CpuBackend;
 
-    fn values(n: usize, seed: usize) -> Vec<f32> {
-        (0..n)
-            .map(|i| ((i * 7919 + seed * 104_729) % 997) as f32 / 498.5 - 1.0)
-            .collect()
-    }
-
     /// A `[d_out, d_in]` projection kept in Q8_0 blocks, with a bias.
-    fn projection(d_out: usize, d_in: usize, seed: usize) -> (Linear<CpuBackend>, Blocks) {
+    fn projection(d_out: usize, d_in: usize, seed: u32) -> (Linear<CpuBackend>, Blocks) {
         let dev = Default::default();
         let blocks = quantise_q8_0(&values(d_out * d_in, seed));
         let q = QuantMatrix::from_gguf(GgmlType::Q8_0, d_out, d_in, &blocks).unwrap();
@@ -298,7 +292,7 @@ mod tests {
         (layer, Some(std::sync::Arc::new(q)))
     }
 
-    fn adapter(d_in: usize, d_out: usize, seed: usize) -> LoraAdapter<CpuBackend> {
+    fn adapter(d_in: usize, d_out: usize, seed: u32) -> LoraAdapter<CpuBackend> {
         let dev = Default::default();
         let rank = 4;
         LoraAdapter {

@@ -76,7 +76,7 @@ fn sum_of_squares(x: &[f32]) -> f32 {
             *a += v * v;
         }
     }
-    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7])) + tail
+    super::quantised::sum8(&acc) + tail
 }
 
 /// Builds an RMSNorm of width `dim` from `{prefix}.weight`.

@@ -857,7 +857,7 @@ fn pass<D: Decode, const R: usize, const FMA: bool>(
 
 /// A fixed pairwise sum of eight partial sums.
 #[inline(always)]
-fn sum8(a: &[f32; 8]) -> f32 {
+pub(crate) fn sum8(a: &[f32; 8]) -> f32 {
     let s = [a[0] + a[4], a[1] + a[5], a[2] + a[6], a[3] + a[7]];
     (s[0] + s[2]) + (s[1] + s[3])
 }
@@ -928,7 +928,8 @@ pub(crate) mod tests {
         out
     }
 
-    fn values(len: usize, seed: u32) -> Vec<f32> {
+    /// `len` values in [-1, 1], spread by a multiplicative hash of the index and `seed`.
+    pub(crate) fn values(len: usize, seed: u32) -> Vec<f32> {
         (0..len)
             .map(|i| {
                 (((i as u32).wrapping_mul(2654435761).wrapping_add(seed) >> 8) % 2001) as f32
@@ -1102,6 +1103,19 @@ pub(crate) mod tests {
         }
     }
 
+    /// Values of both signs with magnitudes over forty octaves, so that any other order of
+    /// additions than a sum's own would round apart.
+    #[cfg(target_arch = "x86_64")]
+    fn octave_spread(seed: u32) -> impl FnMut() -> f32 {
+        let mut rng = seed;
+        move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 17;
+            rng ^= rng << 5;
+            (rng as f32 / u32::MAX as f32 - 0.5) * 2f32.powi((rng % 40) as i32 - 20)
+        }
+    }
+
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn sixteen_sums_at_once_give_the_bits_of_sixteen_sums_one_by_one() {
@@ -1109,14 +1123,7 @@ pub(crate) mod tests {
             eprintln!("no AVX-512 here: nothing to compare");
             return;
         }
-        // Magnitudes over many octaves, so any other order of additions would round apart.
-        let mut rng = 0x2545_f491u32;
-        let mut next = || {
-            rng ^= rng << 13;
-            rng ^= rng >> 17;
-            rng ^= rng << 5;
-            (rng as f32 / u32::MAX as f32 - 0.5) * 2f32.powi((rng % 40) as i32 - 20)
-        };
+        let mut next = octave_spread(0x2545_f491);
         for _ in 0..200 {
             let lanes: [[f32; 16]; 16] = std::array::from_fn(|_| std::array::from_fn(|_| next()));
             let mut got = [0f32; 16];
@@ -1139,14 +1146,7 @@ pub(crate) mod tests {
             eprintln!("no AVX2 here: nothing to compare");
             return;
         }
-        // Magnitudes over many octaves, so any other order of additions would round apart.
-        let mut rng = 0x9e37_79b9u32;
-        let mut next = || {
-            rng ^= rng << 13;
-            rng ^= rng >> 17;
-            rng ^= rng << 5;
-            (rng as f32 / u32::MAX as f32 - 0.5) * 2f32.powi((rng % 40) as i32 - 20)
-        };
+        let mut next = octave_spread(0x9e37_79b9);
         for _ in 0..500 {
             let lanes: [[f32; 8]; 8] = std::array::from_fn(|_| std::array::from_fn(|_| next()));
             let mut got = [0f32; 8];

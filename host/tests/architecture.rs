@@ -115,10 +115,13 @@ fn plugins_depend_only_on_the_abi_crate() {
     // through them.
     let judging = dependencies(&root.join("methods/judging/Cargo.toml"));
     assert_eq!(judging, vec!["openclaw-plugin-api".to_string()]);
-    // The environments' sandbox is std, libc and temporary directories: no host crate.
+    // The environments' sandbox is std, libc, temporary directories and the seccomp compiler:
+    // no host crate.
     let sandbox = dependencies(&root.join("envs/sandbox/Cargo.toml"));
     assert!(
-        sandbox.iter().all(|d| d == "libc" || d == "tempfile"),
+        sandbox
+            .iter()
+            .all(|d| d == "libc" || d == "tempfile" || d == "seccompiler"),
         "{sandbox:?}"
     );
     let mut crates = Vec::new();

@@ -32,6 +32,7 @@
 //! privileges.
 
 mod process;
+pub mod seccomp;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -217,6 +218,8 @@ struct Inner {
     /// The sandbox's own `/etc/passwd` and `/etc/group`.
     etc: tempfile::TempDir,
     root: bool,
+    /// The seccomp program every command runs under ([`seccomp`]).
+    seccomp: Vec<u8>,
 }
 
 /// A checked bubblewrap setup; cheap to clone and share between episodes.
@@ -263,6 +266,7 @@ impl Sandbox {
                 config,
                 etc,
                 root,
+                seccomp: seccomp::program().map_err(SandboxError::Unusable)?,
             }),
         };
         let probe = sandbox.workdir()?.run(&Run::new(["true"]))?;
@@ -514,9 +518,17 @@ impl Workdir {
             // SAFETY: getuid has no preconditions.
             None => limits.processes + process::tasks_of_user(unsafe { libc::getuid() }),
         };
+        // A descriptor of its own per start: bubblewrap reads the program to its end.
+        let filter = seccomp::memfd(&inner.seccomp)?;
+        let mut args: Vec<OsString> = vec![
+            "--seccomp".into(),
+            std::os::fd::AsRawFd::as_raw_fd(&filter).to_string().into(),
+        ];
+        args.extend(self.sandbox.bwrap_args(self.dir.path(), run));
         Ok(process::Spawn {
             bwrap: &inner.bwrap,
-            args: self.sandbox.bwrap_args(self.dir.path(), run),
+            args,
+            filter,
             uid: self.uid,
             limits,
             processes,
@@ -627,6 +639,7 @@ mod tests {
             config: SandboxConfig::default(),
             etc: tempfile::tempdir().unwrap(),
             root: false,
+            seccomp: Vec::new(),
         };
         let s = Sandbox {
             inner: Arc::new(inner),

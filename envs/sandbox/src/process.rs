@@ -47,6 +47,8 @@ impl RunOutput {
 pub(crate) struct Spawn<'a> {
     pub bwrap: &'a Path,
     pub args: Vec<std::ffi::OsString>,
+    /// The seccomp program's descriptor (`--seccomp` names it), kept open across the exec.
+    pub filter: std::os::fd::OwnedFd,
     pub uid: Option<u32>,
     pub limits: &'a Limits,
     pub processes: u64,
@@ -99,10 +101,16 @@ fn command(s: &Spawn) -> Command {
     if let Some(u) = s.uid {
         cmd.uid(u).gid(u);
     }
-    // SAFETY: the closure only calls setrlimit (async-signal-safe) on values computed before
-    // the fork; it runs after the uid switch, so it only lowers limits.
+    let filter = std::os::fd::AsRawFd::as_raw_fd(&s.filter);
+    // SAFETY: the closure only calls fcntl and setrlimit (async-signal-safe) on values computed
+    // before the fork; it runs after the uid switch, so it only lowers limits.
     unsafe {
         cmd.pre_exec(move || {
+            // The filter's descriptor is close-on-exec in the parent (no other child inherits
+            // it); this child hands it to bubblewrap.
+            if libc::fcntl(filter, libc::F_SETFD, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
             for (resource, soft, hard) in rlimits {
                 let r = libc::rlimit {
                     rlim_cur: soft,

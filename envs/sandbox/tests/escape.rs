@@ -427,3 +427,44 @@ fn a_run_can_see_a_read_only_directory_it_cannot_change_and_the_work_mount_can_m
     let out = w.run(&Run::shell("ls /tests")).unwrap();
     assert!(!out.success(), "{out:?}");
 }
+
+#[test]
+fn kernel_interfaces_untrusted_code_never_needs_are_refused() {
+    let sb = sandbox(short());
+    let w = sb.workdir().unwrap();
+    // Each call's result and errno through libc's syscall(): refused ones give -1 with EPERM
+    // (1). Unfiltered, ptrace(TRACEME) succeeds, io_uring_setup with no parameters gives
+    // EFAULT (14) and keyctl(GET_KEYRING_ID) a keyring or ENOKEY, so EPERM is the filter's.
+    let script = r#"
+import ctypes, platform
+libc = ctypes.CDLL(None, use_errno=True)
+x86 = platform.machine() == "x86_64"
+calls = {
+    "io_uring_setup": (425, 1, 0),
+    "keyctl": (250 if x86 else 219, 0, -3, 0),
+    "ptrace": (101 if x86 else 117, 0, 0, 0, 0),
+    "bpf": (321 if x86 else 280, 0, 0, 0),
+    "unshare": (272 if x86 else 97, 0x10000000),
+    "mount": (165 if x86 else 40, 0, 0, 0, 0, 0),
+    "userfaultfd": (323 if x86 else 282, 0),
+}
+for name, (nr, *args) in calls.items():
+    ctypes.set_errno(0)
+    r = libc.syscall(nr, *[ctypes.c_long(a) for a in args])
+    print(name, r, ctypes.get_errno())
+ctypes.set_errno(0)
+print("getpid", libc.syscall(39 if x86 else 172), ctypes.get_errno())
+"#;
+    let out = w.run(&Run::new(["python3", "-c", script])).unwrap();
+    assert!(out.success(), "{out:?}");
+    let text = out.stdout_text();
+    for line in text.lines() {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        if parts[0] == "getpid" {
+            assert!(parts[1] != "-1", "an ordinary call was refused: {text}");
+        } else {
+            assert_eq!((parts[1], parts[2]), ("-1", "1"), "{}: {text}", parts[0]);
+        }
+    }
+    assert_eq!(text.lines().count(), 8, "{text}");
+}

@@ -5,6 +5,7 @@
 //! Arrows point down: the command line uses the pipeline, configuration and plugins; plugins
 //! know nothing of the host.
 
+pub mod access;
 pub mod backend;
 pub mod buffer;
 pub mod cli;
@@ -12,6 +13,7 @@ pub mod collect;
 pub mod config;
 pub mod data;
 pub mod default_model;
+pub mod dir_lock;
 pub mod env_pool;
 pub mod episodes;
 pub mod eval;

@@ -54,6 +54,10 @@ pub struct Metrics {
     pub train_steps: Counter,
     /// The last training loss.
     pub train_loss: Gauge<f64, AtomicU64>,
+    /// Training steps that failed one after another (0 after a step succeeds).
+    pub train_failed_in_a_row: Gauge,
+    /// Why the last training step failed, while steps keep failing (for `/healthz`).
+    pub train_failing: std::sync::Mutex<Option<String>>,
 }
 
 impl Default for Metrics {
@@ -92,6 +96,8 @@ impl Metrics {
             judged_turns: Family::default(),
             train_steps: Counter::default(),
             train_loss: Gauge::default(),
+            train_failed_in_a_row: Gauge::default(),
+            train_failing: std::sync::Mutex::new(None),
             registry: Registry::default(),
         };
         registry.register(
@@ -128,6 +134,11 @@ impl Metrics {
             "prompt_tokens",
             "Prompt tokens processed",
             m.prompt_tokens.clone(),
+        );
+        registry.register(
+            "train_failed_in_a_row",
+            "Training steps that failed one after another",
+            m.train_failed_in_a_row.clone(),
         );
         registry.register(
             "inflight_requests",

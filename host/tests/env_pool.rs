@@ -1,7 +1,9 @@
 //! `env-pool serve` and `--env-pool-url`: the lease protocol against a real pool serving the
 //! terminal environment on loopback (allocate is idempotent, a full pool answers 429 with its
-//! code, idle leases are reaped, the original's `/exec_tool` dialect works), and `eval` running
-//! its episodes on the pool, failing over past a dead one.
+//! code, idle leases are reaped, the original's `/exec_tool` dialect works), `eval` running
+//! its episodes on a keyed pool smaller than `--parallel-envs`, failing over past a dead one;
+//! and a hostile client: it names only the pool's own tasks and reads no host file through
+//! them, its leases are its own, it holds a capped number, it needs the pool's key.
 
 mod common;
 
@@ -97,7 +99,13 @@ fn leases_are_idempotent_limited_reaped_and_run_whole_episodes() {
     );
     assert_eq!((s, a["reused"].as_bool()), (200, Some(false)), "{a}");
     let lease = a["lease_id"].as_str().unwrap().to_string();
-    assert!(lease.starts_with("run-") && lease.len() == 20, "{lease}");
+    // 128 random bits: not a clock reading anyone can guess.
+    assert!(
+        lease.starts_with("run-")
+            && lease.len() == 36
+            && lease[4..].chars().all(|c| c.is_ascii_hexdigit()),
+        "{lease}"
+    );
     let (_, again) = post(
         &p.url,
         "/allocate",
@@ -144,7 +152,7 @@ fn leases_are_idempotent_limited_reaped_and_run_whole_episodes() {
     let (s, r) = post(
         &p.url,
         "/reset",
-        json!({"lease_id": lease, "task": {"id": "create-hello", "instruction": "", "data_json": "{\"task\": {\"task_name\": \"create-hello\"}}"}}),
+        json!({"lease_id": lease, "task": {"id": "create-hello", "instruction": ""}}),
     );
     assert_eq!(s, 200, "{r}");
     assert!(r["user_msg"]
@@ -240,11 +248,12 @@ fn the_originals_exec_tool_dialect_runs_an_episode() {
     assert_eq!(ev["score"].as_f64(), Some(1.0), "{ev}");
 }
 
-/// `eval --env-pool-url DEAD,LIVE`: every episode runs on the live pool, none fails, and the
-/// pool is left with no lease.
+/// `eval --env-pool-url DEAD,LIVE` with three episodes at once on a keyed pool of one lease:
+/// every episode runs on the live pool (waiting for its slot), none fails, and the pool is
+/// left with no lease.
 #[test]
-fn eval_runs_its_episodes_on_the_pool_past_a_dead_one() {
-    let p = pool(&[]);
+fn eval_runs_its_episodes_on_a_small_keyed_pool_past_a_dead_one() {
+    let p = pool(&["--max-leases", "1", "--api-key", "pool-key"]);
     let dir = tempfile::tempdir().unwrap();
     let model = common::qwen3_tiny(dir.path());
     let dead = format!("http://127.0.0.1:{}", common::free_port());
@@ -252,7 +261,14 @@ fn eval_runs_its_episodes_on_the_pool_past_a_dead_one() {
     let o = common::host_command(&workspace())
         .args(["eval", "--env", "terminal", "--model-path"])
         .arg(&model)
-        .args(["--eval-tasks", "3", "--samples-per-prompt", "2"])
+        .args([
+            "--eval-tasks",
+            "3",
+            "--samples-per-prompt",
+            "2",
+            "--parallel-envs",
+            "3",
+        ])
         .args([
             "--max-new-tokens",
             "8",
@@ -262,6 +278,7 @@ fn eval_runs_its_episodes_on_the_pool_past_a_dead_one() {
         ])
         .arg(&out)
         .env("ENV_POOL_URL", format!("{dead},{}", p.url))
+        .env("ENV_POOL_API_KEY", "pool-key")
         .output()
         .unwrap();
     common::ok(o.clone());
@@ -281,12 +298,22 @@ fn eval_runs_its_episodes_on_the_pool_past_a_dead_one() {
             "{e}"
         );
     }
-    let status = get(&p.url, "/status");
+    let (_, status) = keyed(&p.url, "GET", "/status", "pool-key", "");
     assert_eq!(
         (status["leases"].as_u64(), status["granted"].as_u64()),
         (Some(0), Some(6)),
         "{status}"
     );
+    // Without the key the run is refused at once, naming why.
+    let o = common::host_command(&workspace())
+        .args(["eval", "--env", "terminal", "--model-path"])
+        .arg(&model)
+        .args(["--eval-tasks", "1", "--env-pool-url", &p.url])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("401") && err.contains("bearer"), "{err}");
 
     // Settings of an environment loaded here are refused with a pool.
     let o = common::host_command(&workspace())
@@ -313,6 +340,294 @@ fn eval_runs_its_episodes_on_the_pool_past_a_dead_one() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
         err.contains("no environment pool answers") && err.contains(&dead),
+        "{err}"
+    );
+}
+
+/// A request from `from` (a loopback address) with the pool's key; the status and JSON reply.
+fn keyed_from(
+    from: &str,
+    url: &str,
+    method: &str,
+    path: &str,
+    key: &str,
+    body: &str,
+) -> (u16, Value) {
+    let auth = format!("Authorization: Bearer {key}");
+    let headers: Vec<&str> = if key.is_empty() {
+        vec![]
+    } else {
+        vec![auth.as_str()]
+    };
+    let (s, text) = common::http_from(from, url, method, path, &headers, body);
+    (
+        s,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+fn keyed(url: &str, method: &str, path: &str, key: &str, body: &str) -> (u16, Value) {
+    keyed_from("127.0.0.1", url, method, path, key, body)
+}
+
+/// The pool's own tasks by id, nothing else: a task id it does not serve, a path in the data
+/// (absolute, relative, or a folder another lease planted in its own work directory, found
+/// through `/proc/self/mountinfo`), or a task set with a link out of it, never lets a client
+/// read a host file.
+#[test]
+fn a_pool_client_names_only_the_pools_tasks_and_reads_no_host_file() {
+    let p = pool(&[
+        "--max-leases",
+        "32",
+        "--max-leases-per-client",
+        "32",
+        "--max-leases-per-task",
+        "32",
+    ]);
+    let mut n = 0;
+    let mut lease = || {
+        n += 1;
+        let (s, a) = post(
+            &p.url,
+            "/allocate",
+            json!({"task_key": "t", "request_id": format!("r{n}")}),
+        );
+        assert_eq!(s, 200, "{a}");
+        a["lease_id"].as_str().unwrap().to_string()
+    };
+    // One lease plants a task folder whose files link to host secrets, and reads where its
+    // work directory is.
+    let planter = lease();
+    let (s, r) = post(
+        &p.url,
+        "/reset",
+        json!({"lease_id": planter, "task": {"id": "count-words"}}),
+    );
+    assert_eq!(s, 200, "{r}");
+    let plant = "mkdir -p /app/evil && cd /app/evil && printf 'instruction: x\\n' > task.yaml \
+        && ln -s /etc/shadow setup.sh && ln -s /etc tests && ln -s /etc/passwd run-tests.sh \
+        && grep ' /app ' /proc/self/mountinfo | cut -d' ' -f4";
+    let call = json!({"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function",
+        "function": {"name": "shell_exec", "arguments": json!({"id": "m", "command": plant}).to_string()}}]});
+    let (s, st) = post(
+        &p.url,
+        "/step",
+        json!({"lease_id": planter, "message": call}),
+    );
+    assert_eq!(s, 200, "{st}");
+    let root = st["observation"]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .trim()
+        .to_string();
+    let planted = format!("{}/evil", root.trim_end_matches('/'));
+
+    let secrets = ["root:", "/bin/bash", "daemon:"];
+    for (i, task) in [
+        json!({"id": "evil", "data_json": json!({"task": {"task_name": "evil", "task_path": planted}}).to_string()}),
+        json!({"id": "count-words", "data_json": json!({"task": {"task_name": "evil", "task_path": planted}}).to_string()}),
+        json!({"id": "count-words", "data_json": json!({"task": {"task_path": "/etc"}}).to_string()}),
+        json!({"id": "/etc/passwd"}),
+        json!({"id": "../../../../etc"}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = lease();
+        let (s, r) = post(&p.url, "/reset", json!({"lease_id": id, "task": task}));
+        let text = r.to_string();
+        assert_eq!(s, 400, "case {i}: {text}");
+        assert!(
+            text.contains("not one of this pool's") || text.contains("not the pool's own"),
+            "case {i}: {text}"
+        );
+        assert!(!secrets.iter().any(|x| text.contains(x)), "case {i}: {text}");
+    }
+    // The original's form names a task too, and only that.
+    let id = lease();
+    let (s, r) = post(
+        &p.url,
+        "/reset",
+        json!({"lease_id": id, "task_meta": {"task_name": "evil", "task_path": planted}}),
+    );
+    assert_eq!(s, 400, "{r}");
+    // The pool's own task by id, and with its own data, runs.
+    let id = lease();
+    let (s, r) = post(
+        &p.url,
+        "/reset",
+        json!({"lease_id": id, "task": {"id": "top-words"}}),
+    );
+    assert_eq!(s, 200, "{r}");
+    let own = get(&p.url, "/tasks?split=all")["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == "create-hello")
+        .unwrap()
+        .clone();
+    let id = lease();
+    let (s, r) = post(&p.url, "/reset", json!({"lease_id": id, "task": own}));
+    assert_eq!(s, 200, "{r}");
+    assert!(
+        !own["data_json"].as_str().unwrap().contains("task_path"),
+        "{own}"
+    );
+
+    // A task set with a link out of it is refused at start, naming the task.
+    let set = tempfile::tempdir().unwrap();
+    let t = set.path().join("linked");
+    std::fs::create_dir_all(&t).unwrap();
+    std::fs::write(t.join("task.yaml"), "instruction: x\n").unwrap();
+    std::fs::write(t.join("run-tests.sh"), "true\n").unwrap();
+    std::os::unix::fs::symlink("/etc", t.join("tests")).unwrap();
+    let cfg = set.path().join("env.toml");
+    std::fs::write(&cfg, format!("[env]\ntasks_dir = {:?}\n", set.path())).unwrap();
+    let o = common::host_command(&workspace())
+        .args([
+            "env-pool",
+            "serve",
+            "--env",
+            "envs/terminal",
+            "--port",
+            "0",
+            "--env-config",
+        ])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("task `linked`: tests leads outside the task set"),
+        "{err}"
+    );
+}
+
+/// A pool with a key: every call but `/healthz` needs it; lease ids are bound to the address
+/// that allocated them (another client is told there is no such lease, and cannot take it over
+/// by reusing its request id); each client holds at most its share of leases; a public bind
+/// without a key is warned about.
+#[test]
+fn a_keyed_pool_binds_leases_to_their_client_and_caps_each_client() {
+    let p = pool(&[
+        "--api-key",
+        "pool-key",
+        "--max-leases",
+        "4",
+        "--max-leases-per-client",
+        "2",
+    ]);
+    let (s, _) = keyed(&p.url, "GET", "/healthz", "", "");
+    assert_eq!(s, 200);
+    for key in ["", "wrong"] {
+        let (s, r) = keyed(&p.url, "GET", "/status", key, "");
+        assert_eq!(s, 401, "{r}");
+        let (s, r) = keyed(
+            &p.url,
+            "POST",
+            "/allocate",
+            key,
+            r#"{"task_key": "t", "request_id": "x"}"#,
+        );
+        assert_eq!(s, 401, "{r}");
+    }
+    let alloc = |from: &str, req: &str| {
+        keyed_from(
+            from,
+            &p.url,
+            "POST",
+            "/allocate",
+            "pool-key",
+            &json!({"task_key": "count-words", "request_id": req}).to_string(),
+        )
+    };
+    let (s, a1) = alloc("127.0.0.1", "a1");
+    assert_eq!(s, 200, "{a1}");
+    let a1 = a1["lease_id"].as_str().unwrap().to_string();
+    let (s, _) = alloc("127.0.0.1", "a2");
+    assert_eq!(s, 200);
+    let (s, full) = alloc("127.0.0.1", "a3");
+    assert_eq!(s, 429, "{full}");
+    assert!(
+        full["error"]
+            .as_str()
+            .unwrap()
+            .contains("--max-leases-per-client"),
+        "{full}"
+    );
+    // Another client still gets a lease, and not the first's by repeating its request id.
+    let (s, b) = alloc("127.0.0.2", "a1");
+    assert_eq!((s, b["reused"].as_bool()), (200, Some(false)), "{b}");
+    assert_ne!(b["lease_id"].as_str(), Some(a1.as_str()));
+    // The first client's lease is not the second's to use.
+    for path in ["/heartbeat", "/reset", "/step", "/exec_tool", "/evaluate"] {
+        let body = json!({"lease_id": a1, "task": {"id": "count-words"},
+            "message": {"role": "assistant", "content": "x"}, "tool_call": {"name": "shell_exec"}});
+        let (s, r) = keyed_from(
+            "127.0.0.2",
+            &p.url,
+            "POST",
+            path,
+            "pool-key",
+            &body.to_string(),
+        );
+        assert_eq!(s, 404, "{path}: {r}");
+    }
+    // Closing it from there closes nothing.
+    let (s, r) = keyed_from(
+        "127.0.0.2",
+        &p.url,
+        "POST",
+        "/close",
+        "pool-key",
+        &json!({"lease_id": a1}).to_string(),
+    );
+    assert_eq!((s, r["found"].as_bool()), (200, Some(false)), "{r}");
+    let (s, r) = keyed(
+        &p.url,
+        "POST",
+        "/reset",
+        "pool-key",
+        &json!({"lease_id": a1, "task": {"id": "count-words"}}).to_string(),
+    );
+    assert_eq!(s, 200, "{r}");
+    let (s, r) = keyed(
+        &p.url,
+        "POST",
+        "/close",
+        "pool-key",
+        &json!({"lease_id": a1}).to_string(),
+    );
+    assert_eq!((s, r["found"].as_bool()), (200, Some(true)), "{r}");
+
+    // A public address without a key is warned about.
+    let mut child = common::host_command(&workspace())
+        .args([
+            "env-pool",
+            "serve",
+            "--env",
+            "envs/terminal",
+            "--port",
+            "0",
+            "--host",
+            "0.0.0.0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _ = child.kill();
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    let _ = child.wait();
+    assert!(line.contains("no key asked"), "{line}");
+    assert!(
+        err.contains("warning: listening on 0.0.0.0 without a key"),
         "{err}"
     );
 }

@@ -88,6 +88,7 @@ fn a_failing_or_hanging_environment_fails_that_episode_only() {
         max_steps: 10,
         call_timeout: Duration::from_secs(1),
         evaluate_timeout: Duration::from_secs(1),
+        full_wait: Duration::from_secs(1),
     };
     let run = |fault: &str| {
         let e = env(

@@ -11,7 +11,14 @@
 //! - SIGTERM and `kill -9` in the middle of a checkpoint write: the clean stop finishes it, the
 //!   partial one a kill leaves is ignored and removed, training resumes from the last whole one;
 //! - plugins that never return: a spinning reward is abandoned while serving goes on; a hung
-//!   loss stops the run naming the plugin, and SIGTERM ends the run within its grace.
+//!   loss stops the run naming the plugin, and SIGTERM ends the run within its grace;
+//! - a second process on a buffer or save directory is refused naming the first, while the
+//!   read-only commands still read it;
+//! - hostile clients: bodies sent slowly take only their own address's slots and their slots
+//!   for the body deadline only, `/healthz` says when every slot is taken, and SIGTERM does not
+//!   wait for them; oversized tools are refused before rendering, with bounded memory;
+//! - a model with NaN weights is refused at load; a loss that fails every step stops the run
+//!   after `--max-failed-steps`, naming it, and `/healthz` says the trainer cannot step.
 
 mod common;
 
@@ -692,4 +699,360 @@ fn sigterm_or_kill_during_a_checkpoint_write_keeps_the_last_whole_checkpoint() {
         whole + 1,
         "the resumed run went on from the last whole checkpoint"
     );
+}
+
+/// `serve` of `dir/model` on a free port with `extra` flags, stderr to `dir/host-PORT.err`.
+fn serve(dir: &Path, extra: &[&str]) -> Host {
+    let port = free_port();
+    let child = host_command(dir)
+        .args([
+            "serve",
+            "--model-path",
+            "model",
+            "--port",
+            &port.to_string(),
+        ])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join(format!("host-{port}.err"))).unwrap())
+        .spawn()
+        .unwrap();
+    poll(
+        Duration::from_secs(120),
+        Duration::from_millis(100),
+        "the server did not come up",
+        || {
+            ureq::get(&format!("http://127.0.0.1:{port}/healthz"))
+                .call()
+                .ok()
+        },
+    );
+    Host {
+        child,
+        url: format!("http://127.0.0.1:{port}/v1"),
+    }
+}
+
+#[test]
+fn a_second_writer_on_a_buffer_or_save_directory_is_refused_naming_the_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    tiny_model(dir);
+    let mut first = start(dir, &[]);
+    let seen: Seen = Arc::default();
+    let clients = Clients::start(&first, 0..2, Ids::Fresh, &seen);
+    poll(
+        Duration::from_secs(120),
+        Duration::from_millis(100),
+        "no answer",
+        || (seen.lock().unwrap().len() >= 4).then_some(()),
+    );
+    clients.stop();
+    let holder = format!("in use by process {}", first.child.id());
+    let binary_rl = workspace().join("methods/binary-rl");
+    let second = |args: &[&str]| {
+        let o = host_command(dir)
+            .args(args)
+            .args(["--model-path", "model", "--port", &free_port().to_string()])
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{args:?} ran beside the first");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    // The same defaults (`./rl_buffer`, `./checkpoints`): `run` and `serve`.
+    let run = [
+        "run",
+        "--plugin",
+        binary_rl.to_str().unwrap(),
+        "--judge",
+        "rule",
+    ];
+    let err = second(&run);
+    assert!(err.contains(&holder), "{err}");
+    let err = second(&["serve"]);
+    assert!(
+        err.contains(&holder)
+            && err.contains("buffer directory")
+            && err.contains("--rl-buffer-dir"),
+        "{err}"
+    );
+    // Another buffer, the same save directory.
+    let err = second(&[&run[..], &["--rl-buffer-dir", "other"]].concat());
+    assert!(
+        err.contains(&holder) && err.contains("save directory") && err.contains("--save"),
+        "{err}"
+    );
+    // Reading needs no lock.
+    let check = host_command(dir)
+        .args(["buffer", "check", "--rl-buffer-dir", "rl_buffer"])
+        .output()
+        .unwrap();
+    common::ok(check);
+    let export = host_command(dir)
+        .args(["buffer", "export", "--rl-buffer-dir", "rl_buffer"])
+        .output()
+        .unwrap();
+    assert!(export.status.success());
+    assert!(!export.stdout.is_empty());
+    // The first serves on, and once it stops the next one starts on the same directories.
+    let agent = ureq::agent();
+    let r = agent
+        .post(&format!("{}/chat/completions", first.url))
+        .send_json(json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}));
+    assert!(r.is_ok(), "{r:?}");
+    assert!(terminate(&mut first, Duration::from_secs(60)).success());
+    drop(start(dir, &[]));
+}
+
+/// A request's headers and part of its body, then nothing: it holds a slot until the body
+/// deadline.
+fn slow_body(from: &str, url: &str) -> std::net::TcpStream {
+    use std::io::Write;
+    let addr: std::net::SocketAddr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/v1")
+        .parse()
+        .unwrap();
+    let mut s = common::connect_from(from, addr);
+    s.write_all(
+        format!("POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"messages\"").as_bytes(),
+    )
+    .unwrap();
+    s
+}
+
+fn chat_from(from: &str, url: &str) -> (u16, String) {
+    common::http_from(
+        from,
+        url,
+        "POST",
+        "/v1/chat/completions",
+        &[],
+        r#"{"messages": [{"role": "user", "content": "Where does the owl live?"}], "max_tokens": 4}"#,
+    )
+}
+
+#[test]
+fn slow_bodies_take_only_their_clients_slots_and_never_hold_a_stop() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    tiny_model(dir);
+    let mut host = serve(
+        dir,
+        &[
+            "--max-inflight",
+            "8",
+            "--max-inflight-per-client",
+            "4",
+            "--request-body-timeout",
+            "3",
+            "--shutdown-grace",
+            "3",
+        ],
+    );
+    let health =
+        |host: &Host| common::http_from("127.0.0.1", &host.url, "GET", "/healthz", &[], "");
+    // Seventy slow bodies from one address take its four slots; the rest are turned away at
+    // once, and a real client from another address is answered.
+    let mut slow: Vec<_> = (0..70).map(|_| slow_body("127.0.0.2", &host.url)).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let (s, body) = chat_from("127.0.0.1", &host.url);
+    assert_eq!(s, 200, "{body}");
+    let (s, h) = health(&host);
+    assert_eq!(s, 200, "{h}");
+    // A second slow address fills the rest: the server is saturated and says so.
+    slow.extend((0..4).map(|_| slow_body("127.0.0.3", &host.url)));
+    std::thread::sleep(Duration::from_millis(300));
+    let (s, h) = health(&host);
+    assert!(s == 503 && h.contains("at capacity"), "{s} {h}");
+    let (s, body) = chat_from("127.0.0.1", &host.url);
+    assert_eq!(s, 429, "{body}");
+    // Past the body deadline their slots are free again.
+    poll(
+        Duration::from_secs(20),
+        Duration::from_millis(200),
+        "slow bodies held their slots past --request-body-timeout",
+        || (health(&host).0 == 200).then_some(()),
+    );
+    let (s, body) = chat_from("127.0.0.1", &host.url);
+    assert_eq!(s, 200, "{body}");
+    drop(slow);
+    // SIGTERM while bodies trickle in: the stop does not wait for them.
+    let _slow: Vec<_> = (0..4).map(|_| slow_body("127.0.0.2", &host.url)).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let asked = Instant::now();
+    let status = terminate(&mut host, Duration::from_secs(30));
+    let took = asked.elapsed();
+    assert!(status.success(), "{}", stderr_of(dir, &host));
+    assert!(
+        took < Duration::from_secs(3 + 5),
+        "SIGTERM took {:.1} s with a grace of 3 s",
+        took.as_secs_f64()
+    );
+}
+
+/// The peak resident memory of process `pid`, bytes.
+fn peak_rss(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap()
+        * 1024
+}
+
+#[test]
+fn oversized_tools_and_arguments_are_refused_before_rendering() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    tiny_model(dir);
+    let host = serve(dir, &[]);
+    let (s, _) = chat_from("127.0.0.1", &host.url);
+    assert_eq!(s, 200);
+    let before = peak_rss(host.child.id());
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let user = json!({"role": "user", "content": "hi"});
+    let cases = [
+        (
+            "a 14 MB tool description",
+            json!({"messages": [user], "tools": [{"type": "function", "function": {"name": "f",
+                "description": "d".repeat(14 << 20), "parameters": {"type": "object"}}}]}),
+            "tools",
+        ),
+        (
+            "200,000 tools",
+            json!({"messages": [user], "tools": (0..200_000).map(|i| json!({"type": "function",
+                "function": {"name": format!("f{i}"), "parameters": {"type": "object"}}})).collect::<Vec<_>>()}),
+            "tools",
+        ),
+        (
+            "1,000 tools of 10 kB each",
+            json!({"messages": [user], "tools": (0..1000).map(|i| json!({"type": "function",
+                "function": {"name": format!("f{i}"), "description": "x".repeat(10_000),
+                "parameters": {"type": "object"}}})).collect::<Vec<_>>()}),
+            "tools",
+        ),
+        (
+            "a 14 MB tool-call argument",
+            json!({"messages": [user, {"role": "assistant", "content": null, "tool_calls": [{"id": "c",
+                "type": "function", "function": {"name": "f", "arguments": "a".repeat(14 << 20)}}]},
+                {"role": "tool", "tool_call_id": "c", "content": "ok"}]}),
+            "messages",
+        ),
+    ];
+    for (what, body, param) in cases {
+        let mut r = agent
+            .post(&format!("{}/chat/completions", host.url))
+            .send_json(&body)
+            .unwrap();
+        let status = r.status().as_u16();
+        let v: Value = r.body_mut().read_json().unwrap();
+        assert_eq!(status, 400, "{what}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(
+            v["error"]["code"] == "context_length_exceeded" || message.contains("array too long"),
+            "{what}: {v}"
+        );
+        assert_eq!(v["error"]["param"], param, "{what}: {v}");
+    }
+    let grew = peak_rss(host.child.id()).saturating_sub(before);
+    assert!(
+        grew < 1 << 30,
+        "refusing them took {} MB more memory",
+        grew >> 20
+    );
+    eprintln!("peak memory grew {} MB refusing the four", grew >> 20);
+}
+
+/// Sets the first value of the first F32 tensor of `file` (safetensors) to NaN.
+fn poison(file: &Path) {
+    let mut bytes = std::fs::read(file).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    let (_, t) = header
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(k, t)| *k != "__metadata__" && t["dtype"] == "F32")
+        .unwrap();
+    let at = 8 + n + t["data_offsets"][0].as_u64().unwrap() as usize;
+    bytes[at..at + 4].copy_from_slice(&f32::NAN.to_le_bytes());
+    std::fs::write(file, bytes).unwrap();
+}
+
+#[test]
+fn nan_weights_are_refused_and_a_step_that_always_fails_stops_the_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    tiny_model(dir);
+    // A copy of the model with one NaN weight is refused when loaded, naming it.
+    let bad = dir.join("bad");
+    std::fs::create_dir(&bad).unwrap();
+    for e in std::fs::read_dir(dir.join("model")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), bad.join(e.file_name())).unwrap();
+    }
+    poison(&bad.join("model.safetensors"));
+    let o = host_command(dir)
+        .args([
+            "serve",
+            "--model-path",
+            "bad",
+            "--port",
+            &free_port().to_string(),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(err.contains("non-finite values (NaN or infinity)"), "{err}");
+
+    // A loss that fails every step: /healthz says so, and the run stops after four, saying why.
+    let mut host = start_with(
+        dir,
+        &[
+            "--plugin",
+            "methods/binary-rl",
+            "--custom-loss-function-path",
+            "tests/fixtures/panicky",
+        ],
+        &["--rollout-batch-size", "2", "--max-failed-steps", "4"],
+    );
+    let health_url = host.url.replace("/v1", "/healthz");
+    let seen: Seen = Arc::default();
+    let clients = Clients::start(&host, 0..2, Ids::Fresh, &seen);
+    let mut unhealthy = None;
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let status = poll(
+        Duration::from_secs(240),
+        Duration::from_millis(50),
+        "a loss failing every step never stopped the run",
+        || {
+            if unhealthy.is_none() {
+                if let Ok(mut r) = agent.get(&health_url).call() {
+                    if r.status().as_u16() == 503 {
+                        unhealthy = r.body_mut().read_to_string().ok();
+                    }
+                }
+            }
+            host.child.try_wait().unwrap()
+        },
+    );
+    clients.stop();
+    let err = stderr_of(dir, &host);
+    assert!(!status.success());
+    assert!(
+        err.contains("4 training steps in a row failed (--max-failed-steps)")
+            && err.contains("panics on purpose"),
+        "{err}"
+    );
+    let said = unhealthy.expect("/healthz never said the trainer cannot step");
+    assert!(said.contains("the trainer cannot step"), "{said}");
 }

@@ -192,7 +192,9 @@ impl TerminalEnv {
     }
 
     /// The task a `Task` names: `{"task": {task_name, task_path}}` (the original's task file
-    /// rows), the same keys at the top, or a task id of this environment's set.
+    /// rows), the same keys at the top, or a task id of this environment's set. Only tasks of
+    /// the set are run: a `task_path` must be one of its folders, since whoever sends the task
+    /// (a pool's client among them) would otherwise choose which host files are read and shown.
     fn task_of(&self, task: &Task) -> PluginResult<TaskSpec> {
         let data: Value = if task.data_json.trim().is_empty() {
             Value::Null
@@ -213,18 +215,37 @@ impl TerminalEnv {
         }
         if let Some(p) = inner["task_path"].as_str() {
             let p = Path::new(p);
-            return TaskSpec::load(&if p.is_absolute() {
+            let real = std::fs::canonicalize(if p.is_absolute() {
                 p.to_path_buf()
             } else {
                 self.root.join(p)
-            });
+            })
+            .ok();
+            if let Some(t) = self.tasks.iter().find(|t| Some(&t.dir) == real.as_ref()) {
+                return Ok(t.clone());
+            }
+            return Err(format!(
+                "task `{}`: task_path `{}` is not a folder of {}; this environment runs only its own tasks",
+                task.id,
+                p.display(),
+                self.set_name()
+            ));
         }
         Err(format!(
-            "task `{}`: no task `{name}` in {} (give `task_name` of one of its {} tasks, or `task_path`)",
+            "task `{}`: no task `{name}` in {} (give `task_name` of one of its {} tasks)",
             task.id,
-            self.root.display(),
+            self.set_name(),
             self.tasks.len()
         ))
+    }
+
+    /// The task set, as errors name it (a client of a pool sees them: no host path).
+    fn set_name(&self) -> &'static str {
+        if self._builtin.is_some() {
+            "the built-in task set"
+        } else {
+            "the task set (env.tasks_dir)"
+        }
     }
 
     /// Runs `call` in the episode; the text the agent gets back (errors start `[TOOL_ERROR]`).
@@ -400,14 +421,15 @@ impl TerminalEnv {
             .prefix("openclaw-tests-")
             .tempdir()
             .map_err(|e| format!("staging the tests: {e}"))?;
-        copy_tree(&ep.task.dir.join("tests"), stage.path())
-            .and_then(|_| {
-                std::fs::copy(
-                    ep.task.dir.join("run-tests.sh"),
-                    stage.path().join("run-tests.sh"),
-                )
-                .map(|_| ())
-            })
+        // Both checked again: the folder may have changed since the task set was read.
+        let missing = |what: &str| format!("task `{}`: {what} is gone", ep.task.name);
+        let tests = ep.task.file("tests")?.ok_or_else(|| missing("tests/"))?;
+        let script = ep
+            .task
+            .file("run-tests.sh")?
+            .ok_or_else(|| missing("run-tests.sh"))?;
+        copy_tree(&ep.task.root, &tests, stage.path())
+            .and_then(|_| std::fs::copy(&script, stage.path().join("run-tests.sh")).map(|_| ()))
             .and_then(|_| readable(stage.path()))
             .map_err(|e| format!("task `{}`: staging its tests: {e}", ep.task.name))?;
         let limit = (4.0 * ep.task.yaml.max_test_timeout_sec).min(self.cfg.eval_seconds as f64);
@@ -449,15 +471,19 @@ fn status_line(status: Status) -> String {
     }
 }
 
-/// Copies the tree `from` into the existing folder `to` (links are not followed).
-fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+/// Copies the tree `from` into the existing folder `to`; links are not followed (nor copied),
+/// and `from` must lie inside `root`.
+fn copy_tree(root: &Path, from: &Path, to: &Path) -> std::io::Result<()> {
+    if !from.starts_with(root) {
+        return Err(std::io::Error::other("a folder outside the task set"));
+    }
     for e in std::fs::read_dir(from)? {
         let e = e?;
         let kind = e.file_type()?;
         let dest = to.join(e.file_name());
         if kind.is_dir() {
             std::fs::create_dir(&dest)?;
-            copy_tree(&e.path(), &dest)?;
+            copy_tree(root, &e.path(), &dest)?;
         } else if kind.is_file() {
             std::fs::copy(e.path(), &dest)?;
         }
@@ -523,7 +549,7 @@ impl Env for TerminalEnv {
         } else {
             (PathBuf::from(&cfg.tasks_dir), None)
         };
-        let tasks = tasks::load_all(&root)?;
+        let (root, tasks) = tasks::load_all(&root)?;
         let longest = cfg
             .exec_seconds
             .max(cfg.eval_seconds)
@@ -574,7 +600,6 @@ impl Env for TerminalEnv {
                     instruction: t.prompt().into(),
                     data_json: json!({"task": {
                         "task_name": t.name,
-                        "task_path": if self._builtin.is_some() { Value::Null } else { json!(t.dir) },
                         "instruction": t.yaml.instruction,
                         "data_source": "terminal",
                         "difficulty": t.yaml.difficulty,
@@ -594,9 +619,9 @@ impl Env for TerminalEnv {
             .sandbox
             .workdir()
             .map_err(|e| format!("env `terminal`: {e}"))?;
-        if let Some(setup) = spec.setup() {
+        if let Some(setup) = spec.setup()? {
             let script = std::fs::read(&setup)
-                .map_err(|e| format!("task `{}`: {}: {e}", spec.name, setup.display()))?;
+                .map_err(|e| format!("task `{}`: setup.sh: {e}", spec.name))?;
             let out = workdir
                 .run(
                     &Self::command(["bash", "-s"])

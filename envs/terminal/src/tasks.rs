@@ -65,23 +65,51 @@ impl Default for TaskYaml {
 pub struct TaskSpec {
     /// Its folder's name.
     pub name: String,
-    /// Its folder.
+    /// Its folder, with every link resolved (inside `root`).
     pub dir: PathBuf,
+    /// The task set's folder, with every link resolved: no file of the task is read from
+    /// outside it.
+    pub root: PathBuf,
     /// Its `task.yaml`.
     pub yaml: TaskYaml,
 }
 
+/// `path` with its links resolved, when it exists and stays inside `root` (itself resolved);
+/// `None` when nothing is there. A link that leads out of the task set is an error: a task's
+/// files are host files the environment reads and shows, so `tests -> /etc` or
+/// `setup.sh -> /etc/shadow` must not pass.
+fn inside(root: &Path, path: &Path, what: &str) -> PluginResult<Option<PathBuf>> {
+    if std::fs::symlink_metadata(path).is_err() {
+        return Ok(None);
+    }
+    let real = std::fs::canonicalize(path).map_err(|e| format!("{what}: {e}"))?;
+    if !real.starts_with(root) {
+        return Err(format!(
+            "{what} leads outside the task set's folder (a link out of it); refused"
+        ));
+    }
+    Ok(Some(real))
+}
+
 impl TaskSpec {
-    /// Reads and checks the task in `dir`; errors name the task and what is wrong.
-    pub fn load(dir: &Path) -> PluginResult<TaskSpec> {
+    /// Reads and checks the task in `dir`, a folder of the task set in `root` (both with their
+    /// links resolved); errors name the task and what is wrong.
+    pub fn load(root: &Path, dir: &Path) -> PluginResult<TaskSpec> {
         let name = dir
             .file_name()
             .and_then(|n| n.to_str())
             .ok_or_else(|| format!("{}: not a task folder name", dir.display()))?
             .to_string();
-        let yaml_path = dir.join("task.yaml");
+        let dir = inside(root, dir, &format!("task `{name}`"))?
+            .ok_or_else(|| format!("task `{name}`: no such folder"))?;
+        let yaml_path = inside(
+            root,
+            &dir.join("task.yaml"),
+            &format!("task `{name}`: task.yaml"),
+        )?
+        .ok_or_else(|| format!("task `{name}`: task.yaml is missing"))?;
         let text = std::fs::read_to_string(&yaml_path)
-            .map_err(|e| format!("task `{name}`: {}: {e}", yaml_path.display()))?;
+            .map_err(|e| format!("task `{name}`: task.yaml: {e}"))?;
         let mut yaml: TaskYaml =
             serde_norway::from_str(&text).map_err(|e| format!("task `{name}`: task.yaml: {e}"))?;
         if yaml.instruction.trim().is_empty() {
@@ -104,19 +132,32 @@ impl TaskSpec {
                 yaml.max_test_timeout_sec
             ));
         }
+        let spec = TaskSpec {
+            name,
+            dir,
+            root: root.to_path_buf(),
+            yaml,
+        };
         for needed in ["run-tests.sh", "tests"] {
-            if !dir.join(needed).exists() {
+            if spec.file(needed)?.is_none() {
                 return Err(format!(
-                    "task `{name}`: {} is missing (a task needs task.yaml, run-tests.sh and tests/)",
-                    dir.join(needed).display()
+                    "task `{}`: {needed} is missing (a task needs task.yaml, run-tests.sh and tests/)",
+                    spec.name
                 ));
             }
         }
-        Ok(TaskSpec {
-            name,
-            dir: dir.to_path_buf(),
-            yaml,
-        })
+        spec.file("setup.sh")?;
+        Ok(spec)
+    }
+
+    /// The task's file or folder `rel`, links resolved and checked to stay inside the task
+    /// set (`None` when it has none).
+    pub fn file(&self, rel: &str) -> PluginResult<Option<PathBuf>> {
+        inside(
+            &self.root,
+            &self.dir.join(rel),
+            &format!("task `{}`: {rel}", self.name),
+        )
     }
 
     /// The first message, worded as the original's.
@@ -129,20 +170,23 @@ impl TaskSpec {
     }
 
     /// Its `setup.sh`, when it has one.
-    pub fn setup(&self) -> Option<PathBuf> {
-        Some(self.dir.join("setup.sh")).filter(|p| p.is_file())
+    pub fn setup(&self) -> PluginResult<Option<PathBuf>> {
+        Ok(self.file("setup.sh")?.filter(|p| p.is_file()))
     }
 
     /// Its `solution.sh`, when it has one.
-    pub fn solution(&self) -> Option<PathBuf> {
-        Some(self.dir.join("solution.sh")).filter(|p| p.is_file())
+    pub fn solution(&self) -> PluginResult<Option<PathBuf>> {
+        Ok(self.file("solution.sh")?.filter(|p| p.is_file()))
     }
 }
 
-/// Every task folder under `root` (sorted by name; hidden folders skipped).
-pub fn load_all(root: &Path) -> PluginResult<Vec<TaskSpec>> {
+/// Every task folder under `root` (sorted by name; hidden folders skipped), and `root` with
+/// its links resolved.
+pub fn load_all(root: &Path) -> PluginResult<(PathBuf, Vec<TaskSpec>)> {
+    let root = std::fs::canonicalize(root)
+        .map_err(|e| format!("env.tasks_dir `{}`: {e}", root.display()))?;
     let entries =
-        std::fs::read_dir(root).map_err(|e| format!("env.tasks_dir `{}`: {e}", root.display()))?;
+        std::fs::read_dir(&root).map_err(|e| format!("env.tasks_dir `{}`: {e}", root.display()))?;
     let mut dirs: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.is_dir())
@@ -155,7 +199,7 @@ pub fn load_all(root: &Path) -> PluginResult<Vec<TaskSpec>> {
     dirs.sort();
     let tasks = dirs
         .iter()
-        .map(|d| TaskSpec::load(d))
+        .map(|d| TaskSpec::load(&root, d))
         .collect::<PluginResult<Vec<_>>>()?;
     if tasks.is_empty() {
         return Err(format!(
@@ -163,7 +207,7 @@ pub fn load_all(root: &Path) -> PluginResult<Vec<TaskSpec>> {
             root.display()
         ));
     }
-    Ok(tasks)
+    Ok((root, tasks))
 }
 
 /// Writes the built-in tasks into `dir` (scripts executable, everything readable by the

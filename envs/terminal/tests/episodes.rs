@@ -69,7 +69,8 @@ fn every_reference_solution_scores_one_and_doing_nothing_scores_zero() {
             .unwrap_or_else(|e| panic!("{}: {e}", spec.name));
         assert_eq!(first.messages[0].content.as_str(), t.instruction.as_str());
         let solution =
-            std::fs::read_to_string(spec.solution().expect("a reference solution")).unwrap();
+            std::fs::read_to_string(spec.solution().unwrap().expect("a reference solution"))
+                .unwrap();
         let out = env.step(id, &exec(&solution)).unwrap();
         assert!(!out.done);
         let said = out.observation.messages[0].content.to_string();
@@ -429,4 +430,95 @@ fn the_originals_task_rows_name_tasks_by_path_and_setup_failures_fail_the_reset(
     .unwrap();
     let e = env.reset(&env.tasks("all").unwrap()[0], 0).unwrap_err();
     assert!(e.contains("setup.sh failed") && e.contains("broken"), "{e}");
+}
+
+/// A task folder in `root`: `task.yaml`, a passing `run-tests.sh` and an empty `tests/`.
+fn plain_task(root: &std::path::Path, name: &str) -> std::path::PathBuf {
+    let t = root.join(name);
+    std::fs::create_dir_all(t.join("tests")).unwrap();
+    std::fs::write(t.join("task.yaml"), "instruction: x\n").unwrap();
+    std::fs::write(t.join("run-tests.sh"), "echo '1 passed in 0.01s'\n").unwrap();
+    t
+}
+
+#[test]
+fn a_task_runs_only_from_its_own_set_and_no_link_leads_out_of_it() {
+    // A secret outside the task set, and tasks whose files link to it.
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret");
+    std::fs::write(&secret, "TOP-SECRET-LINE\n").unwrap();
+    std::fs::create_dir(outside.path().join("tests")).unwrap();
+    std::fs::write(outside.path().join("tests/leak.txt"), "TOP-SECRET-LINE\n").unwrap();
+
+    for (name, file, target) in [
+        ("setup-link", "setup.sh", secret.clone()),
+        ("tests-link", "tests", outside.path().join("tests")),
+        ("script-link", "run-tests.sh", secret.clone()),
+        ("yaml-link", "task.yaml", secret.clone()),
+    ] {
+        let set = tempfile::tempdir().unwrap();
+        let t = plain_task(set.path(), name);
+        let path = t.join(file);
+        if path.is_dir() {
+            std::fs::remove_dir_all(&path).unwrap();
+        } else if path.exists() {
+            std::fs::remove_file(&path).unwrap();
+        }
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        let e = TerminalEnv::new(
+            &format!("[env]\ntasks_dir = {:?}\n", set.path()),
+            HostServices::standalone(),
+        )
+        .err()
+        .unwrap_or_else(|| panic!("{name}: a task set with a link out of it was accepted"));
+        assert!(e.contains("outside the task set"), "{name}: {e}");
+        assert!(!e.contains("TOP-SECRET"), "{name}: {e}");
+    }
+
+    // A link planted after the set was read is refused when it is used.
+    let set = tempfile::tempdir().unwrap();
+    let t = plain_task(set.path(), "later");
+    let env = TerminalEnv::new(
+        &format!("[env]\ntasks_dir = {:?}\n", set.path()),
+        HostServices::standalone(),
+    )
+    .unwrap();
+    let task = env.tasks("all").unwrap().remove(0);
+    let (id, _) = env.reset(&task, 0).unwrap();
+    std::fs::remove_dir_all(t.join("tests")).unwrap();
+    std::os::unix::fs::symlink(outside.path().join("tests"), t.join("tests")).unwrap();
+    let e = env.evaluate(id).expect_err("a linked tests/ was staged");
+    assert!(e.contains("outside the task set"), "{e}");
+    env.close(id).unwrap();
+    std::fs::remove_file(t.join("tests")).unwrap();
+    std::fs::create_dir(t.join("tests")).unwrap();
+    std::os::unix::fs::symlink(&secret, t.join("setup.sh")).unwrap();
+    let e = env.reset(&task, 0).expect_err("a linked setup.sh was run");
+    assert!(
+        e.contains("outside the task set") && !e.contains("TOP-SECRET"),
+        "{e}"
+    );
+
+    // A path the client names: absolute, relative, or a folder it made itself.
+    let mine = plain_task(outside.path(), "mine");
+    std::fs::write(mine.join("setup.sh"), "cat /etc/hostname\n").unwrap();
+    for path in [
+        mine.display().to_string(),
+        "../".to_string() + &mine.display().to_string(),
+        "/etc".to_string(),
+    ] {
+        let row = Task {
+            id: "row".into(),
+            instruction: "x".into(),
+            data_json: json!({"task": {"task_name": "nothing-here", "task_path": path}})
+                .to_string()
+                .into(),
+        };
+        let e = env.reset(&row, 0).expect_err("a foreign task_path was run");
+        assert!(e.contains("runs only its own tasks"), "{path}: {e}");
+        assert!(
+            !e.contains(&set.path().display().to_string()),
+            "the error shows the host's folder: {e}"
+        );
+    }
 }

@@ -112,9 +112,17 @@ pub fn load_weights_with<B: Backend>(
     let cfg = openclaw_engine::LoadConfig { gguf };
     let model = openclaw_engine::load_model_with::<B>(path, device, &cfg)
         .with_context(|| format!("cannot load the model in {}", path.display()))?;
-    if source.has_adapters() {
+    let model = if source.has_adapters() {
         let (with_adapters, _) = openclaw_engine::lora::load_adapters(model, path)?;
-        return Ok(openclaw_engine::lora::merged(&with_adapters));
+        openclaw_engine::lora::merged(&with_adapters)
+    } else {
+        model
+    };
+    if let Some(name) = model.non_finite_weight() {
+        anyhow::bail!(
+            "the model in {} has non-finite values (NaN or infinity) in `{name}`; refusing to serve or train it (an earlier checkpoint may be whole)",
+            path.display()
+        );
     }
     Ok(model)
 }

@@ -101,6 +101,8 @@ pub struct Log {
     durable: Mutex<u64>,
     /// fsyncs run by commits, for measuring how many records one serves.
     commits: std::sync::atomic::AtomicU64,
+    /// This process's exclusive hold on the directory: one writer per buffer.
+    _lock: crate::dir_lock::DirLock,
 }
 
 /// What opening a log found.
@@ -352,8 +354,8 @@ fn read_segment(
 impl Log {
     /// Opens (creating if needed) the log in `dir` and replays it.
     pub fn open(dir: &Path, options: LogOptions) -> Result<(Log, Replay)> {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("cannot create buffer directory {}", dir.display()))?;
+        // Before anything is read: a second writer would cut the first's tail as torn.
+        let lock = crate::dir_lock::DirLock::acquire(dir, "buffer directory", "--rl-buffer-dir")?;
         let segs = segments(dir)?;
         let mut replay = Replay::default();
         let mut last_valid = 0;
@@ -431,6 +433,7 @@ impl Log {
                 options,
                 durable: Mutex::new(next_seq),
                 commits: std::sync::atomic::AtomicU64::new(0),
+                _lock: lock,
             },
             replay,
         ))
@@ -708,8 +711,12 @@ pub struct Repaired {
 
 /// Rewrites every damaged segment of the buffer in `dir` with every whole record it holds, in
 /// order, byte for byte; the original is renamed beside it (`….log.damaged`), never deleted.
-/// Run it while nothing has the buffer open.
+/// Refused while another process has the buffer open.
 pub fn repair(dir: &Path) -> Result<Vec<Repaired>> {
+    if !dir.is_dir() {
+        bail!("{}: no buffer directory", dir.display());
+    }
+    let _lock = crate::dir_lock::DirLock::acquire(dir, "buffer directory", "--rl-buffer-dir")?;
     let mut done = Vec::new();
     for c in check(dir)? {
         if c.damage.is_empty() {

@@ -27,6 +27,7 @@ pub fn run(flags: &EvalFlags, env_spec: &str, eval_tasks: usize) -> Result<i32> 
             config: flags.env_config.clone(),
             tools: flags.tools_config.clone(),
             pool_urls: flags.env_pool_url.clone(),
+            pool_key: flags.env_pool_api_key.clone(),
         },
     )?;
     let call = Duration::from_secs(flags.env_call_timeout.max(1));
@@ -46,6 +47,7 @@ pub fn run(flags: &EvalFlags, env_spec: &str, eval_tasks: usize) -> Result<i32> 
             max_steps: flags.max_episode_steps,
             call_timeout: call,
             evaluate_timeout: call.saturating_mul(10),
+            full_wait: call.saturating_mul(10),
         },
         agent: PolicyAgentOptions {
             sampling: SamplingParams {

@@ -80,6 +80,14 @@ pub struct EvalFlags {
     /// terminal workers), comma-separated in failover order, instead of loading the plugin here.
     #[arg(long, env = "ENV_POOL_URL", value_delimiter = ',')]
     pub env_pool_url: Vec<String>,
+    /// The pools' bearer key (their `env-pool serve --api-key`).
+    #[arg(
+        long,
+        env = "ENV_POOL_API_KEY",
+        default_value = "",
+        hide_env_values = true
+    )]
+    pub env_pool_api_key: String,
     /// Episodes running at once.
     #[arg(long, env = "PARALLEL_ENVS", default_value_t = 4)]
     pub parallel_envs: usize,
@@ -331,6 +339,7 @@ fn measure(flags: &EvalFlags, suite: Suite, tasks: &SuiteTasks, model: &Path) ->
                     max_steps: flags.max_episode_steps.max(1),
                     call_timeout: call,
                     evaluate_timeout: call.saturating_mul(10),
+                    full_wait: call.saturating_mul(10),
                 },
                 agent: PolicyAgentOptions {
                     sampling: SamplingParams {

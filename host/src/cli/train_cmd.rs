@@ -136,12 +136,14 @@ where
         data.skipped.len(),
         data.untrainable
     );
+    let (data_samples, data_skipped) = (data.samples.len(), data.skipped.len());
     let mut pipeline =
         Pipeline::<B>::offline(&cfg, run, placement, data.samples, num_epochs as u64)?;
     if let Some(r) = &pipeline.resumed {
         eprintln!("resumed from {} at step {}", r.checkpoint.display(), r.step);
     }
     let total = pipeline.last_step.unwrap_or(0);
+    let first = pipeline.resumed.as_ref().map_or(0, |r| r.step);
     let bar = progress_bar(total, "train");
     bar.set_position(pipeline.resumed.as_ref().map_or(0, |r| r.step.min(total)));
     if let Some(log) = pipeline.train_log() {
@@ -157,6 +159,14 @@ where
     handle.wait();
     let summary = handle.shutdown()?.context("training did not run")?;
     bar.finish_and_clear();
+    if summary.step <= first && total > first {
+        anyhow::bail!(
+            "{}: no training step was taken ({} samples, {} records skipped): nothing was trained",
+            cfg.data_path,
+            data_samples,
+            data_skipped
+        );
+    }
     if let Some(dir) = &summary.checkpoint {
         eprintln!("saved {}", dir.display());
     }

@@ -282,6 +282,22 @@ pub const KEYS: &[KeySpec] = &[
         "requests queued or generating (429 above)",
     ),
     key(
+        "max_inflight_per_client",
+        Int,
+        "32",
+        &[],
+        "max-inflight-per-client",
+        "requests one client address may have queued or generating (429 above), so one client cannot take every slot",
+    ),
+    key(
+        "request_body_timeout",
+        Int,
+        "10",
+        &[],
+        "request-body-timeout",
+        "seconds a client may take to send a request's body (408 past it); a slot is held meanwhile",
+    ),
+    key(
         "prefix_cache_mb",
         Int,
         "1024",
@@ -361,6 +377,14 @@ pub const KEYS: &[KeySpec] = &[
         &[],
         "plugin-timeout",
         "seconds a loss, rollout or generate plugin call may take before training stops",
+    ),
+    key(
+        "max_failed_steps",
+        Int,
+        "10",
+        &[],
+        "max-failed-steps",
+        "training steps that may fail one after another (a loss error, non-finite values) before the run stops naming the cause",
     ),
     key(
         "shutdown_grace",
@@ -556,6 +580,14 @@ pub const KEYS: &[KeySpec] = &[
         "env-pool-url",
         "run the episodes on remote environment pools (env-pool serve, or the original's terminal workers), comma-separated in failover order; empty: load the plugin here",
     ),
+    secret(key(
+        "env_pool_api_key",
+        Str,
+        "\"\"",
+        &["ENV_POOL_API_KEY"],
+        "env-pool-api-key",
+        "the bearer key the environment pools ask (their --api-key)",
+    )),
     key(
         "env_split",
         Str,

@@ -44,6 +44,8 @@ pub struct RunConfig {
     pub max_body_bytes: u64,
     pub max_batch_size: u32,
     pub max_inflight: u32,
+    pub max_inflight_per_client: u32,
+    pub request_body_timeout: u64,
     /// MiB of prompt-prefix keys and values kept for reuse (0: none).
     pub prefix_cache_mb: u32,
     pub default_max_tokens: u32,
@@ -66,6 +68,7 @@ pub struct RunConfig {
     pub plugin_timeout: u64,
     /// Seconds a stop waits for training and requests to finish.
     pub shutdown_grace: u64,
+    pub max_failed_steps: u64,
     pub teacher: String,
     pub distill_topk: u32,
     pub batch_timeout: u64,
@@ -82,6 +85,7 @@ pub struct RunConfig {
     pub env_config: String,
     pub tools_config: String,
     pub env_pool_url: String,
+    pub env_pool_api_key: String,
     pub env_split: String,
     pub parallel_envs: u32,
     pub max_episode_steps: u32,
@@ -227,6 +231,9 @@ const RULES: &[Rule] = &[
     ("plugin_timeout", |c| {
         (c.plugin_timeout == 0).then(|| "must be at least 1 second".into())
     }),
+    ("max_failed_steps", |c| {
+        (c.max_failed_steps == 0).then(|| "must be at least 1".into())
+    }),
     ("shutdown_grace", |c| {
         (c.shutdown_grace == 0).then(|| "must be at least 1 second".into())
     }),
@@ -288,6 +295,7 @@ const RULES: &[Rule] = &[
             ("env_config", !c.env_config.is_empty()),
             ("tools_config", !c.tools_config.is_empty()),
             ("env_pool_url", !c.env_pool_url.is_empty()),
+            ("env_pool_api_key", !c.env_pool_api_key.is_empty()),
             ("env_split", c.env_split != "train"),
             ("max_episode_steps", c.max_episode_steps != 16),
             ("env_call_timeout", c.env_call_timeout != 60),
@@ -364,6 +372,12 @@ const RULES: &[Rule] = &[
     }),
     ("max_batch_size", |c| {
         (c.max_batch_size == 0).then(|| "must be at least 1".into())
+    }),
+    ("max_inflight_per_client", |c| {
+        (c.max_inflight_per_client == 0).then(|| "must be at least 1".into())
+    }),
+    ("request_body_timeout", |c| {
+        (c.request_body_timeout == 0).then(|| "must be at least 1 second".into())
     }),
     ("max_inflight", |c| {
         (c.max_inflight == 0).then(|| "must be at least 1".into())

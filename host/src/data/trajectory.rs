@@ -16,7 +16,7 @@
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
 /// One session.
@@ -151,13 +151,28 @@ pub struct ReadResult {
     pub errors: Vec<String>,
 }
 
+/// The largest record (a JSONL line, or a JSON array file) read: a record past it is skipped
+/// unread, so one huge line cannot take minutes and gigabytes before it is found useless.
+/// 16 MiB is some four million tokens of text, far past any context served here.
+pub const MAX_RECORD_BYTES: usize = 16 << 20;
+
 /// Reads a JSONL file (one trajectory per line) or a JSON array of trajectories. Bad records
 /// are reported with file, line and field, and the good ones are still returned.
 pub fn read_trajectories(path: &Path) -> Result<ReadResult> {
+    read_trajectories_capped(path, MAX_RECORD_BYTES)
+}
+
+/// [`read_trajectories`] with records capped at `cap` bytes.
+pub fn read_trajectories_capped(path: &Path, cap: usize) -> Result<ReadResult> {
+    if path.is_dir() {
+        bail!(
+            "data file {} is a directory; give a JSONL file",
+            path.display()
+        );
+    }
     let file = std::fs::File::open(path)
         .with_context(|| format!("cannot open data file {}", path.display()))?;
     let mut reader = BufReader::new(file);
-    let mut first = String::new();
     // A JSON array starts with `[`; anything else is read as JSONL.
     let mut peek = [0u8; 1];
     loop {
@@ -177,6 +192,12 @@ pub fn read_trajectories(path: &Path) -> Result<ReadResult> {
     let mut out = ReadResult::default();
     let name = path.display().to_string();
     if peek[0] == b'[' {
+        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        if size > cap as u64 {
+            bail!(
+                "{name}: a JSON array of {size} bytes is read whole, and records are capped at {cap} bytes; write it as JSON Lines (one trajectory a line)"
+            );
+        }
         let all: Vec<Value> = serde_json::from_reader(reader)
             .map_err(|e| anyhow::anyhow!("{name}:{}: invalid JSON: {e}", e.line()))?;
         for (i, v) in all.into_iter().enumerate() {
@@ -185,16 +206,51 @@ pub fn read_trajectories(path: &Path) -> Result<ReadResult> {
         return Ok(out);
     }
     let mut line_no = 0;
+    let mut line = Vec::new();
     loop {
-        first.clear();
+        line.clear();
         line_no += 1;
-        if reader.read_line(&mut first)? == 0 {
+        // At most `cap + 1` bytes of a line are held; the rest of a longer one is skipped.
+        let n = (&mut reader)
+            .take(cap as u64 + 1)
+            .read_until(b'\n', &mut line)
+            .with_context(|| format!("{name}:{line_no}: cannot read"))?;
+        if n == 0 {
             break;
         }
-        if first.trim().is_empty() {
+        if line.len() > cap && line.last() != Some(&b'\n') {
+            let mut skipped = line.len() as u64;
+            loop {
+                let buf = reader
+                    .fill_buf()
+                    .with_context(|| format!("{name}:{line_no}: cannot read"))?;
+                if buf.is_empty() {
+                    break;
+                }
+                let (used, end) = match buf.iter().position(|&b| b == b'\n') {
+                    Some(i) => (i + 1, true),
+                    None => (buf.len(), false),
+                };
+                reader.consume(used);
+                skipped += used as u64;
+                if end {
+                    break;
+                }
+            }
+            out.errors.push(format!(
+                "{name}:{line_no}: a record of {skipped} bytes, past the cap of {cap} bytes; skipped unread"
+            ));
             continue;
         }
-        match serde_json::from_str::<Value>(&first) {
+        let Ok(text) = std::str::from_utf8(&line) else {
+            out.errors
+                .push(format!("{name}:{line_no}: not UTF-8 text; skipped"));
+            continue;
+        };
+        if text.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Value>(text) {
             Ok(v) => accept(v, &format!("{name}:{line_no}"), &mut out),
             Err(e) => out
                 .errors
@@ -259,6 +315,33 @@ mod tests {
             "{}",
             r.errors[2]
         );
+    }
+
+    #[test]
+    fn an_oversized_or_non_utf8_line_is_skipped_unread_naming_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data.jsonl");
+        let good = r#"{"session_id":"a","turns":[]}"#;
+        let huge = format!(r#"{{"session_id":"{}","turns":[]}}"#, "x".repeat(5000));
+        let mut bytes = format!("{good}\n{huge}\n").into_bytes();
+        bytes.extend_from_slice(b"{\"session_id\":\"\xff\xfe\"}\n");
+        bytes.extend_from_slice(format!("{good}\n").as_bytes());
+        std::fs::write(&path, bytes).unwrap();
+        let r = read_trajectories_capped(&path, 1024).unwrap();
+        assert_eq!(r.trajectories.len(), 2, "{:?}", r.errors);
+        assert_eq!(r.errors.len(), 2, "{:?}", r.errors);
+        assert!(
+            r.errors[0].contains("data.jsonl:2: a record of 5029 bytes, past the cap of 1024"),
+            "{}",
+            r.errors[0]
+        );
+        assert!(
+            r.errors[1].contains("data.jsonl:3: not UTF-8"),
+            "{}",
+            r.errors[1]
+        );
+        let e = read_trajectories(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("is a directory"), "{e}");
     }
 
     #[test]

@@ -52,6 +52,8 @@ struct Shared {
     beat: ureq::Agent,
     pools: Vec<Pool>,
     leases: Mutex<HashMap<u64, Lease>>,
+    /// `Authorization` header value sent with every call, when the pools ask a key.
+    auth: Option<String>,
 }
 
 /// An environment on remote pools. Episodes go to the pool picked by the task's name (as the
@@ -72,14 +74,22 @@ pub struct RemoteOptions {
     pub timeout: Duration,
     /// How often live leases are renewed.
     pub heartbeat: Duration,
+    /// The pools' key (`ENV_POOL_API_KEY`); empty: none sent.
+    pub api_key: String,
 }
 
 impl Shared {
     fn call(&self, pool: usize, path: &str, body: Option<&Value>) -> Result<Value, PoolError> {
         let url = format!("{}{path}", self.pools[pool].base);
-        let resp = match body {
-            Some(b) => self.agent.post(&url).send_json(b),
-            None => self.agent.get(&url).call(),
+        let resp = match (body, &self.auth) {
+            (Some(b), Some(a)) => self
+                .agent
+                .post(&url)
+                .header("Authorization", a)
+                .send_json(b),
+            (Some(b), None) => self.agent.post(&url).send_json(b),
+            (None, Some(a)) => self.agent.get(&url).header("Authorization", a).call(),
+            (None, None) => self.agent.get(&url).call(),
         };
         let mut resp = resp.map_err(|e| PoolError::Unreachable(format!("{url}: {e}")))?;
         let status = resp.status().as_u16();
@@ -141,9 +151,11 @@ impl Shared {
                     continue;
                 }
                 let url = format!("{}/heartbeat", shared.pools[pool].base);
-                let ok = shared
-                    .beat
-                    .post(&url)
+                let mut req = shared.beat.post(&url);
+                if let Some(a) = &shared.auth {
+                    req = req.header("Authorization", a);
+                }
+                let ok = req
                     .send_json(json!({"lease_id": id}))
                     .map(|r| r.status().is_success());
                 if !matches!(ok, Ok(true)) {
@@ -191,6 +203,7 @@ impl RemoteEnv {
             beat,
             pools,
             leases: Mutex::default(),
+            auth: (!opts.api_key.is_empty()).then(|| format!("Bearer {}", opts.api_key)),
         });
         let mut reasons = Vec::new();
         for i in 0..shared.pools.len() {
@@ -377,6 +390,7 @@ impl EnvCalls for RemoteEnv {
                 .unwrap_or(0)
         );
         let mut reasons = Vec::new();
+        let (mut full, mut refused) = (0, 0);
         for k in 0..n {
             let i = (first + k) % n;
             match self.start_on(i, task, seed, &request_id) {
@@ -401,14 +415,27 @@ impl EnvCalls for RemoteEnv {
                 Err(PoolError::Refused(s, e)) if (400..500).contains(&s) => {
                     bail!("environment pool: {e}")
                 }
-                Err(e) => reasons.push(e.to_string()),
+                Err(e) => {
+                    match e {
+                        PoolError::Full(_) => full += 1,
+                        PoolError::Refused(..) => refused += 1,
+                        PoolError::Unreachable(_) => {}
+                    }
+                    reasons.push(e.to_string())
+                }
             }
         }
-        bail!(
+        let why = format!(
             "no environment pool could start task `{}`: {}",
             task.id,
             reasons.join("; ")
-        )
+        );
+        // Full pools free slots as their episodes end (an unreachable one may come back):
+        // the caller may wait.
+        if full > 0 && refused == 0 {
+            return Err(anyhow::Error::new(crate::episodes::PoolsFull(why)));
+        }
+        bail!(why)
     }
 
     fn step(&self, episode: u64, action: &Action) -> Result<StepOutcome> {

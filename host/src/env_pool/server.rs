@@ -1,12 +1,15 @@
 //! `env-pool serve`: one environment plugin behind the lease protocol.
 
 use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::extract::{Query, State};
+use anyhow::{bail, Result};
+use axum::extract::{ConnectInfo, Query, Request, State};
 use axum::http::StatusCode;
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -31,6 +34,12 @@ pub struct PoolOptions {
     pub call_timeout: Duration,
     /// Deadline of `evaluate`.
     pub evaluate_timeout: Duration,
+    /// Leases one client (address) holds at once, so one client cannot take the whole pool.
+    pub max_leases_per_client: usize,
+    /// A lease is closed this long after it was granted, heartbeats or not.
+    pub max_lease_age: Duration,
+    /// Bearer key every call but `/healthz` must carry; empty: none asked.
+    pub api_key: String,
 }
 
 impl Default for PoolOptions {
@@ -41,6 +50,9 @@ impl Default for PoolOptions {
             idle_ttl: Duration::from_secs(600),
             call_timeout: Duration::from_secs(60),
             evaluate_timeout: Duration::from_secs(300),
+            max_leases_per_client: 8,
+            max_lease_age: Duration::from_secs(4 * 3600),
+            api_key: String::new(),
         }
     }
 }
@@ -48,6 +60,9 @@ impl Default for PoolOptions {
 struct Lease {
     task_key: String,
     request_id: String,
+    /// The address that allocated it: only calls from there may use it.
+    client: IpAddr,
+    granted: Instant,
     /// Whether a reset is running (a second one is refused).
     resetting: bool,
     episode: Option<u64>,
@@ -58,6 +73,9 @@ struct Lease {
 pub struct Pool {
     env: TimedEnv,
     opts: PoolOptions,
+    /// The tasks the environment lists, by id: the only ones a client may run. A client
+    /// names a task; its data (a folder, files) is never the client's to choose.
+    tasks: HashMap<String, Task>,
     leases: Mutex<HashMap<String, Lease>>,
     next: AtomicU64,
     /// Leases closed by the reaper, for `/status`.
@@ -85,24 +103,66 @@ fn bad(msg: impl Into<String>) -> Failure {
 
 type Reply = Result<Json<Value>, Failure>;
 
+/// The splits a pool asks its environment for; the union is the tasks it serves.
+const SPLITS: [&str; 4] = ["all", "train", "eval", "test"];
+
 impl Pool {
-    /// A pool over `env`.
-    pub fn new(env: TimedEnv, opts: PoolOptions) -> Arc<Pool> {
-        Arc::new(Pool {
+    /// A pool over `env`, serving the tasks the environment lists in any of its splits.
+    pub fn new(env: TimedEnv, opts: PoolOptions) -> Result<Arc<Pool>> {
+        let mut tasks = HashMap::new();
+        let mut reasons = Vec::new();
+        for split in SPLITS {
+            match env.tasks(split, opts.call_timeout) {
+                Ok(list) => {
+                    for t in list {
+                        tasks.entry(t.id.to_string()).or_insert(t);
+                    }
+                }
+                Err(e) => reasons.push(format!("{split}: {e:#}")),
+            }
+        }
+        if tasks.is_empty() {
+            bail!(
+                "environment `{}` lists no tasks ({}); a pool runs only the tasks its environment lists, so give it a task set (its ENV_CONFIG)",
+                env.plugin(),
+                if reasons.is_empty() { "every split is empty".into() } else { reasons.join("; ") }
+            );
+        }
+        Ok(Arc::new(Pool {
             env,
             opts,
+            tasks,
             leases: Mutex::default(),
             next: AtomicU64::new(1),
             reaped: AtomicU64::new(0),
             granted: AtomicU64::new(0),
-        })
+        }))
+    }
+
+    /// The number of tasks the pool serves.
+    pub fn task_count(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// The lease `lease_id` of `client`, marked seen. Another client's lease is answered as
+    /// missing, so ids cannot be probed.
+    fn touch<'a>(
+        leases: &'a mut HashMap<String, Lease>,
+        lease_id: &str,
+        client: IpAddr,
+    ) -> Result<&'a mut Lease, Failure> {
+        let lease = leases
+            .get_mut(lease_id)
+            .filter(|l| l.client == client)
+            .ok_or_else(|| no_lease(lease_id))?;
+        lease.last_seen = Instant::now();
+        Ok(lease)
     }
 
     /// The lease's episode, marking it seen.
-    fn episode_of(&self, lease_id: &str) -> Result<u64, Failure> {
+    fn episode_of(&self, lease_id: &str, client: IpAddr) -> Result<u64, Failure> {
         let mut leases = self.leases.lock().expect("lease table");
-        let lease = leases.get_mut(lease_id).ok_or_else(|| no_lease(lease_id))?;
-        lease.last_seen = Instant::now();
+        let lease = Self::touch(&mut leases, lease_id, client)?;
         lease.episode.ok_or_else(|| {
             Failure(
                 StatusCode::CONFLICT,
@@ -112,13 +172,16 @@ impl Pool {
         })
     }
 
-    /// Closes every lease idle past the limit; how many.
+    /// Closes every lease idle past the limit or older than the age limit; how many.
     pub fn reap(&self) -> usize {
         let expired: Vec<(String, Option<u64>)> = {
             let mut leases = self.leases.lock().expect("lease table");
             let old: Vec<String> = leases
                 .iter()
-                .filter(|(_, l)| l.last_seen.elapsed() > self.opts.idle_ttl)
+                .filter(|(_, l)| {
+                    l.last_seen.elapsed() > self.opts.idle_ttl
+                        || l.granted.elapsed() > self.opts.max_lease_age
+                })
                 .map(|(k, _)| k.clone())
                 .collect();
             old.into_iter()
@@ -126,7 +189,7 @@ impl Pool {
                 .collect()
         };
         for (id, episode) in &expired {
-            tracing::info!(lease = %id, "idle past {:?}: closed", self.opts.idle_ttl);
+            tracing::info!(lease = %id, "idle past {:?} or older than {:?}: closed", self.opts.idle_ttl, self.opts.max_lease_age);
             if let Some(ep) = episode {
                 if let Err(e) = self.env.close(*ep, self.opts.call_timeout) {
                     tracing::warn!(lease = %id, "closing its episode: {e:#}");
@@ -157,7 +220,22 @@ fn env_failed(e: anyhow::Error) -> Failure {
     Failure(status, text, None)
 }
 
-/// The routes.
+/// Refuses a call without the pool's key (every route but `/healthz`).
+async fn keyed(State(pool): State<Arc<Pool>>, request: Request, next: Next) -> Response {
+    if request.uri().path() != "/healthz" {
+        let given = request
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok());
+        if let Some(why) = crate::access::refusal(given, &pool.opts.api_key) {
+            return Failure(StatusCode::UNAUTHORIZED, why.into(), None).into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// The routes. Serve them with `into_make_service_with_connect_info::<SocketAddr>()`: leases
+/// are bound to the address that allocated them.
 pub fn router(pool: Arc<Pool>) -> Router {
     Router::new()
         .route("/healthz", get(|| async { Json(json!({"ok": true})) }))
@@ -170,8 +248,12 @@ pub fn router(pool: Arc<Pool>) -> Router {
         .route("/exec_tool", post(exec_tool))
         .route("/evaluate", post(evaluate))
         .route("/close", post(close))
+        .layer(axum::middleware::from_fn_with_state(pool.clone(), keyed))
         .with_state(pool)
 }
+
+/// The caller's address, which leases are bound to.
+type Client = ConnectInfo<SocketAddr>;
 
 /// Runs the reaper every quarter of the idle limit (at most every 5 s) until the process ends.
 pub fn spawn_reaper(pool: Arc<Pool>) {
@@ -201,6 +283,8 @@ async fn status(State(pool): State<Arc<Pool>>) -> Json<Value> {
         "leases": leases,
         "max_leases": pool.opts.max_leases,
         "max_leases_per_task": pool.opts.max_leases_per_task,
+        "max_leases_per_client": pool.opts.max_leases_per_client,
+        "tasks": pool.tasks.len(),
         "idle_ttl_s": pool.opts.idle_ttl.as_secs_f64(),
         "reaped": pool.reaped.load(Ordering::Relaxed),
         "granted": pool.granted.load(Ordering::Relaxed),
@@ -238,13 +322,21 @@ fn field<'a>(body: &'a Value, key: &str) -> Result<&'a str, Failure> {
         .ok_or_else(|| bad(format!("the request needs a string `{key}`")))
 }
 
-async fn allocate(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Reply {
+async fn allocate(
+    State(pool): State<Arc<Pool>>,
+    ConnectInfo(addr): Client,
+    Json(body): Json<Value>,
+) -> Reply {
+    let client = addr.ip();
     let task_key = field(&body, "task_key")?.to_string();
     let request_id = field(&body, "request_id")?.to_string();
+    if task_key.len() > 512 || request_id.len() > 512 {
+        return Err(bad("`task_key` and `request_id` are at most 512 bytes"));
+    }
     let mut leases = pool.leases.lock().expect("lease table");
     if let Some((id, lease)) = leases
         .iter_mut()
-        .find(|(_, l)| l.task_key == task_key && l.request_id == request_id)
+        .find(|(_, l)| l.client == client && l.task_key == task_key && l.request_id == request_id)
     {
         lease.last_seen = Instant::now();
         return Ok(Json(json!({"ok": true, "lease_id": id, "reused": true})));
@@ -255,6 +347,17 @@ async fn allocate(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Rep
             format!(
                 "all {} leases are taken; try another pool or later",
                 pool.opts.max_leases
+            ),
+            Some("RUN_SLOTS_EXHAUSTED"),
+        ));
+    }
+    let mine = leases.values().filter(|l| l.client == client).count();
+    if mine >= pool.opts.max_leases_per_client {
+        return Err(Failure(
+            StatusCode::TOO_MANY_REQUESTS,
+            format!(
+                "this client holds its {} leases (--max-leases-per-client); close one or try later",
+                pool.opts.max_leases_per_client
             ),
             Some("RUN_SLOTS_EXHAUSTED"),
         ));
@@ -270,19 +373,18 @@ async fn allocate(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Rep
             Some("TASK_SLOTS_EXHAUSTED"),
         ));
     }
-    let n = pool.next.fetch_add(1, Ordering::Relaxed);
+    pool.next.fetch_add(1, Ordering::Relaxed);
     pool.granted.fetch_add(1, Ordering::Relaxed);
-    // Unique across restarts of the pool too: a stale id from before one never matches.
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0);
-    let id = format!("run-{:016x}", stamp ^ n.rotate_left(40));
+    // 128 bits from a generator seeded by the OS: an id cannot be guessed, and one from
+    // before a restart never matches.
+    let id = format!("run-{:032x}", rand::random::<u128>());
     leases.insert(
         id.clone(),
         Lease {
             task_key,
             request_id,
+            client,
+            granted: Instant::now(),
             resetting: false,
             episode: None,
             last_seen: Instant::now(),
@@ -291,11 +393,14 @@ async fn allocate(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Rep
     Ok(Json(json!({"ok": true, "lease_id": id, "reused": false})))
 }
 
-async fn heartbeat(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Reply {
+async fn heartbeat(
+    State(pool): State<Arc<Pool>>,
+    ConnectInfo(addr): Client,
+    Json(body): Json<Value>,
+) -> Reply {
     let id = field(&body, "lease_id")?;
     let mut leases = pool.leases.lock().expect("lease table");
-    let lease = leases.get_mut(id).ok_or_else(|| no_lease(id))?;
-    lease.last_seen = Instant::now();
+    Pool::touch(&mut leases, id, addr.ip())?;
     Ok(Json(json!({"ok": true})))
 }
 
@@ -308,13 +413,51 @@ pub fn observation_json(o: &Observation) -> Value {
     })
 }
 
-async fn reset(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Reply {
+/// The pool's own task that a `/reset` names: `task.id` (this host's form) or
+/// `task_meta.task_name` (the original's). Data the client sends with it must be the pool's
+/// own; the environment never sees the client's.
+fn task_named(pool: &Pool, body: &Value) -> Result<Task, Failure> {
+    let (id, sent) = match (&body["task"], &body["task_meta"]) {
+        (Value::Object(t), _) => (t.get("id").and_then(Value::as_str), t.get("data_json")),
+        (_, Value::Object(meta)) => (meta.get("task_name").and_then(Value::as_str), None),
+        _ => return Err(bad(
+            "/reset needs `task` ({id, instruction, data_json}) or `task_meta` ({task_name, ...})",
+        )),
+    };
+    let id = id
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| bad("/reset: the task needs its id (`task.id` or `task_meta.task_name`)"))?;
+    let shown: String = id.chars().take(100).collect();
+    let task = pool.tasks.get(id).ok_or_else(|| {
+        bad(format!(
+            "task `{shown}` is not one of this pool's {} tasks (GET /tasks lists them); a pool runs only its environment's own tasks",
+            pool.tasks.len()
+        ))
+    })?;
+    if let Some(sent) = sent
+        .and_then(Value::as_str)
+        .filter(|s| !s.trim().is_empty())
+    {
+        let ours: Value = serde_json::from_str(&task.data_json).unwrap_or(Value::Null);
+        if serde_json::from_str::<Value>(sent).ok() != Some(ours) {
+            return Err(bad(format!(
+                "task `{shown}`: the data sent is not the pool's own for that task; a pool runs its environment's tasks as it lists them (send the id only, or its data from GET /tasks)"
+            )));
+        }
+    }
+    Ok(task.clone())
+}
+
+async fn reset(
+    State(pool): State<Arc<Pool>>,
+    ConnectInfo(addr): Client,
+    Json(body): Json<Value>,
+) -> Reply {
     let lease_id = field(&body, "lease_id")?.to_string();
-    let task_key = {
+    let task = task_named(&pool, &body)?;
+    {
         let mut leases = pool.leases.lock().expect("lease table");
-        let lease = leases
-            .get_mut(&lease_id)
-            .ok_or_else(|| no_lease(&lease_id))?;
+        let lease = Pool::touch(&mut leases, &lease_id, addr.ip())?;
         if lease.episode.is_some() || lease.resetting {
             return Err(Failure(
                 StatusCode::CONFLICT,
@@ -322,48 +465,8 @@ async fn reset(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Reply 
                 None,
             ));
         }
-        lease.last_seen = Instant::now();
         lease.resetting = true;
-        lease.task_key.clone()
-    };
-    // This host's form (`task`), or the original's (`task_meta`, the task row's object).
-    let task = match (&body["task"], &body["task_meta"]) {
-        (Value::Object(t), _) => Task {
-            id: t
-                .get("id")
-                .and_then(Value::as_str)
-                .unwrap_or(&task_key)
-                .into(),
-            instruction: t
-                .get("instruction")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .into(),
-            data_json: t
-                .get("data_json")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .into(),
-        },
-        (_, Value::Object(meta)) => Task {
-            id: meta
-                .get("task_name")
-                .and_then(Value::as_str)
-                .unwrap_or(&task_key)
-                .into(),
-            instruction: meta
-                .get("instruction")
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .into(),
-            data_json: json!({"task": meta}).to_string().into(),
-        },
-        _ => {
-            return Err(bad(
-                "/reset needs `task` ({id, instruction, data_json}) or `task_meta`",
-            ))
-        }
-    };
+    }
     let seed = body["seed"].as_u64().unwrap_or(0);
     let env = pool.env.clone();
     let timeout = pool.opts.call_timeout;
@@ -420,8 +523,12 @@ fn outcome_json(out: &StepOutcome) -> Value {
     })
 }
 
-async fn step(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Reply {
-    let episode = pool.episode_of(field(&body, "lease_id")?)?;
+async fn step(
+    State(pool): State<Arc<Pool>>,
+    ConnectInfo(addr): Client,
+    Json(body): Json<Value>,
+) -> Reply {
+    let episode = pool.episode_of(field(&body, "lease_id")?, addr.ip())?;
     let message =
         from_json(&body["message"], "assistant").map_err(|e| bad(format!("`message`: {e}")))?;
     let env = pool.env.clone();
@@ -432,8 +539,12 @@ async fn step(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Reply {
     Ok(Json(outcome_json(&out)))
 }
 
-async fn exec_tool(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Reply {
-    let episode = pool.episode_of(field(&body, "lease_id")?)?;
+async fn exec_tool(
+    State(pool): State<Arc<Pool>>,
+    ConnectInfo(addr): Client,
+    Json(body): Json<Value>,
+) -> Reply {
+    let episode = pool.episode_of(field(&body, "lease_id")?, addr.ip())?;
     let call = &body["tool_call"];
     let name = call["name"]
         .as_str()
@@ -467,8 +578,12 @@ async fn exec_tool(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Re
     Ok(Json(reply))
 }
 
-async fn evaluate(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Reply {
-    let episode = pool.episode_of(field(&body, "lease_id")?)?;
+async fn evaluate(
+    State(pool): State<Arc<Pool>>,
+    ConnectInfo(addr): Client,
+    Json(body): Json<Value>,
+) -> Reply {
+    let episode = pool.episode_of(field(&body, "lease_id")?, addr.ip())?;
     let env = pool.env.clone();
     let timeout = pool.opts.evaluate_timeout;
     let e = blocking(move || env.evaluate(episode, timeout))
@@ -483,9 +598,19 @@ async fn evaluate(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Rep
     }))
 }
 
-async fn close(State(pool): State<Arc<Pool>>, Json(body): Json<Value>) -> Reply {
+async fn close(
+    State(pool): State<Arc<Pool>>,
+    ConnectInfo(addr): Client,
+    Json(body): Json<Value>,
+) -> Reply {
     let id = field(&body, "lease_id")?;
-    let lease = pool.leases.lock().expect("lease table").remove(id);
+    let lease = {
+        let mut leases = pool.leases.lock().expect("lease table");
+        match leases.get(id) {
+            Some(l) if l.client == addr.ip() => leases.remove(id),
+            _ => None,
+        }
+    };
     let found = lease.is_some();
     if let Some(ep) = lease.and_then(|l| l.episode) {
         let env = pool.env.clone();

@@ -36,6 +36,9 @@ pub struct EpisodeOptions {
     pub call_timeout: Duration,
     /// Time `evaluate` may take (running a task's tests takes longer than a step).
     pub evaluate_timeout: Duration,
+    /// How long an episode waits for a slot when every environment pool is full before it
+    /// fails (a pool smaller than `PARALLEL_ENVS` is a queue, not an error).
+    pub full_wait: Duration,
 }
 
 impl Default for EpisodeOptions {
@@ -44,9 +47,22 @@ impl Default for EpisodeOptions {
             max_steps: 16,
             call_timeout: Duration::from_secs(60),
             evaluate_timeout: Duration::from_secs(600),
+            full_wait: Duration::from_secs(600),
         }
     }
 }
+
+/// Every environment pool answered that its slots are taken: the episode may wait for one.
+#[derive(Debug)]
+pub struct PoolsFull(pub String);
+
+impl std::fmt::Display for PoolsFull {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PoolsFull {}
 
 /// The agent's side of an episode: the conversation so far and the tools offered in, its next
 /// message out (the runtime's policy, or a scripted agent in tests).
@@ -290,9 +306,29 @@ impl TimedEnv {
         opts: &EpisodeOptions,
     ) -> Episode {
         let t = task.clone();
-        let (id, first) = match self.reset(&t, seed, opts.call_timeout) {
-            Ok(r) => r,
-            Err(e) => return Episode::new(&task.id, Ending::Failed(format!("{e:#}"))),
+        let waited_until = std::time::Instant::now() + opts.full_wait;
+        let mut pause = Duration::from_millis(250);
+        let (id, first) = loop {
+            match self.reset(&t, seed, opts.call_timeout) {
+                Ok(r) => break r,
+                // Full pools: wait for a slot, backing off, up to `full_wait`.
+                Err(e)
+                    if e.downcast_ref::<PoolsFull>().is_some()
+                        && std::time::Instant::now() + pause < waited_until =>
+                {
+                    tracing::debug!("task {}: {e}; waiting {pause:?} for a slot", task.id);
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_secs(5));
+                }
+                Err(e) => {
+                    let why = if e.downcast_ref::<PoolsFull>().is_some() {
+                        format!("{e:#} (waited {} s for a slot)", opts.full_wait.as_secs())
+                    } else {
+                        format!("{e:#}")
+                    };
+                    return Episode::new(&task.id, Ending::Failed(why));
+                }
+            }
         };
         // Cut off at `max_steps` unless the loop ends otherwise.
         let mut ep = Episode::new(&task.id, Ending::MaxSteps);

@@ -36,6 +36,8 @@ pub struct EnvFiles {
     /// Remote pools serving the environment (`ENV_POOL_URL`, in failover order): when given,
     /// nothing is loaded here and the pools' own configuration applies.
     pub pool_urls: Vec<String>,
+    /// The pools' bearer key (`ENV_POOL_API_KEY`); empty: none sent.
+    pub pool_key: String,
 }
 
 /// Reads a `TOOLS_CONFIG` file: TOML with a `[tools]` table and nothing else (anything else
@@ -72,6 +74,7 @@ pub fn open_env(spec: &str, files: &EnvFiles) -> Result<TimedEnv> {
                 urls: files.pool_urls.clone(),
                 timeout: Duration::from_secs(330),
                 heartbeat: Duration::from_secs(30),
+                api_key: files.pool_key.clone(),
             },
         )?;
         return Ok(TimedEnv::with_calls(std::sync::Arc::new(remote)));

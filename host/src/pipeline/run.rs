@@ -242,6 +242,7 @@ where
                 correct_stale: false,
                 update_interval: 1,
                 max_steps: last_step,
+                max_failed_steps: cfg.max_failed_steps,
             },
             metrics: metrics.clone(),
             consumed,
@@ -316,6 +317,7 @@ where
                     config: path(&cfg.env_config),
                     tools: path(&cfg.tools_config),
                     pool_urls: pool_urls(&cfg.env_pool_url),
+                    pool_key: cfg.env_pool_api_key.clone(),
                 },
             )?;
             let call = Duration::from_secs(cfg.env_call_timeout);
@@ -552,6 +554,7 @@ where
                         max_steps: cfg.max_episode_steps,
                         call_timeout: call,
                         evaluate_timeout: call.saturating_mul(10),
+                        full_wait: call.saturating_mul(10),
                     },
                     agent: PolicyAgentOptions {
                         sampling: SamplingParams {
@@ -625,6 +628,7 @@ where
                 correct_stale: cfg.stale_policy == "correct",
                 update_interval: cfg.update_weights_interval as u64,
                 max_steps: cfg.max_steps,
+                max_failed_steps: cfg.max_failed_steps,
             },
             metrics: metrics.clone(),
             consumed,
@@ -707,7 +711,12 @@ where
             tokio::pin!(signal);
             loop {
                 tokio::select! {
-                    _ = &mut signal => break,
+                    _ = &mut signal => {
+                        // `wait` returns now and the stop is bounded by --shutdown-grace, not
+                        // by the server's drain (which a slow client could hold).
+                        watch.store(true, Ordering::SeqCst);
+                        break;
+                    }
                     _ = tokio::time::sleep(Duration::from_millis(100)) => {
                         if watch.load(Ordering::SeqCst) {
                             break;

@@ -108,6 +108,8 @@ where
             admission: Arc::new(tokio::sync::Semaphore::new(
                 (cfg.max_inflight as usize).max(1),
             )),
+            per_client: Arc::default(),
+            stopping: tokio::sync::watch::channel(false).0,
             opts: ServerOptions {
                 served_model_name: served_model_name(cfg),
                 api_key: cfg.api_key.clone(),
@@ -115,6 +117,9 @@ where
                 default_max_tokens: cfg.default_max_tokens,
                 default_temperature: 1.0,
                 record_turns: cfg.enable_rl_intercept,
+                body_timeout: Duration::from_secs(cfg.request_body_timeout.max(1)),
+                max_inflight_per_client: (cfg.max_inflight_per_client as usize).max(1),
+                max_inflight: (cfg.max_inflight as usize).max(1),
             },
         });
         Ok(Serving {
@@ -130,19 +135,10 @@ where
     }
 }
 
-/// Whether `host` is reachable from this machine only.
-fn loopback(host: &str) -> bool {
-    host == "localhost"
-        || host
-            .trim_matches(|c| c == '[' || c == ']')
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
-}
-
 /// Warns when the server will answer other machines with no key asked: anyone who can reach
 /// the port can then use the model and write to the buffer that trains it.
 pub fn warn_if_open(host: &str, api_key: &str) -> bool {
-    let open = api_key.is_empty() && !loopback(host);
+    let open = api_key.is_empty() && !crate::access::loopback(host);
     if open {
         tracing::warn!(
             "listening on {host} without an API key: any machine that reaches this port can use the model and feed the training buffer; set --api-key (API_KEY) or bind 127.0.0.1"
@@ -192,10 +188,20 @@ where
             }
         }
     });
-    axum::serve(listener, router(app))
-        .with_graceful_shutdown(shutdown)
-        .await
-        .context("the server stopped")?;
+    // The stop also ends the wait of requests still sending their body (answered 503), so a
+    // slow client cannot hold it.
+    let stopping = app.stopping.clone();
+    let shutdown = async move {
+        shutdown.await;
+        stopping.send_replace(true);
+    };
+    axum::serve(
+        listener,
+        router(app).into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+    .context("the server stopped")?;
     Ok(())
 }
 

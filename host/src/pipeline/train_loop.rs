@@ -7,7 +7,7 @@ use super::samples::QueuedSample;
 use crate::metrics::Metrics;
 use crate::plugin::LossHandle;
 use crate::training::TrainSession;
-use anyhow::Result;
+use anyhow::{bail, Result};
 use burn::prelude::Backend;
 use openclaw_engine::{Model, Published};
 use openclaw_plugin_api::TrainingSample;
@@ -42,6 +42,8 @@ pub struct TrainLoopOptions {
     pub update_interval: u64,
     /// Stop after this many steps in all (0: run until stopped).
     pub max_steps: u64,
+    /// Training stops, naming the cause, after this many steps failed one after another.
+    pub max_failed_steps: u64,
 }
 
 /// What the loop reports after each step.
@@ -123,6 +125,9 @@ impl<B: Backend> TrainLoop<B> {
         let mut ready: Vec<QueuedSample> = Vec::new();
         let mut first_ready: Option<Instant> = None;
         let mut closed = false;
+        let mut failed_in_a_row = 0u64;
+        let mut failure = None;
+        let mut poisoned = false;
         loop {
             let done_steps =
                 self.opts.max_steps > 0 && self.session.trainer.state().step >= self.opts.max_steps;
@@ -165,12 +170,37 @@ impl<B: Backend> TrainLoop<B> {
                 Ok(r) => r,
                 Err(e) => {
                     // A failed step (a loss plugin error, a non-finite gradient) skips the
-                    // batch; the weights are unchanged and serving goes on.
+                    // batch; the weights are unchanged and serving goes on, unless steps keep
+                    // failing: then nothing will ever train and the run stops, saying why.
                     tracing::error!("training step failed, its samples are skipped: {e:#}");
                     self.consumed.consumed_through = self.consumed.consumed_through.max(last_seq);
+                    failed_in_a_row += 1;
+                    self.metrics
+                        .train_failed_in_a_row
+                        .set(failed_in_a_row as i64);
+                    *self
+                        .metrics
+                        .train_failing
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner()) = Some(format!("{e:#}"));
+                    if failed_in_a_row >= self.opts.max_failed_steps.max(1) {
+                        failure = Some(format!(
+                            "{failed_in_a_row} training steps in a row failed (--max-failed-steps); the last: {e:#}"
+                        ));
+                        break;
+                    }
                     continue;
                 }
             };
+            if failed_in_a_row > 0 {
+                failed_in_a_row = 0;
+                self.metrics.train_failed_in_a_row.set(0);
+                *self
+                    .metrics
+                    .train_failing
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = None;
+            }
             self.consumed.consumed_through = self.consumed.consumed_through.max(last_seq);
             self.metrics.train_steps.inc();
             self.metrics.train_loss.set(report.loss);
@@ -185,8 +215,23 @@ impl<B: Backend> TrainLoop<B> {
                 .as_ref()
                 .filter(|_| step.is_multiple_of(self.opts.update_interval.max(1)))
             {
-                let v = self.session.trainer.publish_on(weights, &self.serve_device);
-                self.metrics.weight_version.set(v as i64);
+                match self.session.trainer.publish_on(weights, &self.serve_device) {
+                    Ok(v) => {
+                        self.metrics.weight_version.set(v as i64);
+                    }
+                    Err(e) => {
+                        // Serving keeps the last whole weights, and no checkpoint is written
+                        // of these.
+                        *self
+                            .metrics
+                            .train_failing
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner()) = Some(format!("{e:#}"));
+                        failure = Some(format!("step {step}: {e:#}"));
+                        poisoned = true;
+                        break;
+                    }
+                }
             }
             let state = self.run_state();
             let saved = self.session.maybe_save(Some(&state)).unwrap_or_else(|e| {
@@ -211,8 +256,13 @@ impl<B: Backend> TrainLoop<B> {
             .trainer
             .set_data_position(self.consumed.consumed_through);
         let state = self.run_state();
-        if let Some(dir) = self.session.save(Some(&state))? {
+        if poisoned {
+            tracing::error!("no final checkpoint: the weights are not finite; the last one saved stays the newest");
+        } else if let Some(dir) = self.session.save(Some(&state))? {
             checkpoint = Some(dir);
+        }
+        if let Some(why) = failure {
+            bail!(why);
         }
         Ok(TrainSummary {
             step: self.session.trainer.state().step,

@@ -76,6 +76,20 @@ impl ApiError {
         }
     }
 
+    /// 408: the body did not arrive within the deadline.
+    pub fn body_timeout(limit: std::time::Duration) -> Self {
+        ApiError {
+            status: StatusCode::REQUEST_TIMEOUT,
+            message: format!(
+                "The request body did not arrive within {:.0} s (--request-body-timeout).",
+                limit.as_secs_f64()
+            ),
+            kind: "invalid_request_error",
+            param: None,
+            code: Some("request_timeout"),
+        }
+    }
+
     /// 429 when admission is full.
     pub fn busy(message: &str) -> Self {
         ApiError {
@@ -273,6 +287,10 @@ fn turn_type(v: &str, param: &str) -> Result<TurnType, ApiError> {
 
 /// What vLLM checks of a tool before serving it: a function with a valid name and object
 /// parameters.
+/// The most tools a request may offer: no prompt holds more, and each costs memory before the
+/// prompt's length is known (OpenAI's own limit is 128).
+pub const MAX_TOOLS: usize = 1024;
+
 fn check_tool(tool: &Value) -> Result<(), String> {
     if let Some(t) = tool.get("type") {
         if t != "function" {
@@ -501,8 +519,17 @@ pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> 
                 .include_usage
         }
     };
-    let tools = match get(&o, "tools") {
+    let tools = match o.remove("tools").filter(|v| !v.is_null()) {
         None => Vec::new(),
+        Some(Value::Array(t)) if t.len() > MAX_TOOLS => {
+            return Err(ApiError::invalid(
+                format!(
+                    "Invalid 'tools': array too long. Expected an array with maximum length {MAX_TOOLS}, but got an array with length {} instead.",
+                    t.len()
+                ),
+                Some("tools"),
+            ))
+        }
         Some(Value::Array(t)) => {
             for (i, tool) in t.iter().enumerate() {
                 check_tool(tool)

@@ -8,7 +8,7 @@ use crate::collect::{Recorder, SessionTracker};
 use crate::data::messages::{content_of, to_abi};
 use crate::metrics::Metrics;
 use crate::policy::{GenEvent, PolicyEngine};
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{ConnectInfo, DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
@@ -40,6 +40,14 @@ pub struct ServerOptions {
     pub default_temperature: f32,
     /// Record turns for training (`--enable-rl-intercept`); sessions are tracked either way.
     pub record_turns: bool,
+    /// How long a request may take to send its body (`--request-body-timeout`): a slot is
+    /// held while it is read.
+    pub body_timeout: std::time::Duration,
+    /// Chat requests one client address may have admitted at once
+    /// (`--max-inflight-per-client`), so one client cannot take every slot.
+    pub max_inflight_per_client: usize,
+    /// Total slots (`--max-inflight`), for `/healthz`.
+    pub max_inflight: usize,
 }
 
 /// What the handlers share.
@@ -57,6 +65,49 @@ pub struct App<B: Backend> {
     /// Chat requests admitted at once (`--max-inflight`), counted from before the body is read
     /// to the end of the answer, so reading, parsing and tokenizing are bounded too.
     pub admission: Arc<tokio::sync::Semaphore>,
+    /// Admitted chat requests per client address.
+    pub per_client: Arc<Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+    /// Set when the server stops: requests still sending their body are answered 503 at once
+    /// instead of holding the stop.
+    pub stopping: tokio::sync::watch::Sender<bool>,
+}
+
+/// One admitted request's share of its client's slots, given back when dropped.
+struct ClientSlot {
+    table: Arc<Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+    ip: std::net::IpAddr,
+}
+
+impl ClientSlot {
+    /// A slot for `ip`, or `None` when it holds `cap` already.
+    fn take(
+        table: &Arc<Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+        ip: std::net::IpAddr,
+        cap: usize,
+    ) -> Option<ClientSlot> {
+        let mut t = table.lock().unwrap_or_else(|p| p.into_inner());
+        let n = t.entry(ip).or_insert(0);
+        if *n >= cap {
+            return None;
+        }
+        *n += 1;
+        Some(ClientSlot {
+            table: table.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        let mut t = self.table.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = t.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                t.remove(&self.ip);
+            }
+        }
+    }
 }
 
 impl IntoResponse for ApiError {
@@ -122,35 +173,11 @@ fn now() -> u64 {
         .unwrap_or(0)
 }
 
-/// The token of an `Authorization` header value; the scheme is case-insensitive (RFC 9110).
-fn bearer(value: &str) -> Option<&str> {
-    let (scheme, token) = value.trim().split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then_some(token.trim())
-}
-
-/// Compares keys in time that depends only on their lengths, so the answer's timing does not
-/// reveal how much of a guess was right.
-fn same_key(given: &str, expected: &str) -> bool {
-    let (a, b) = (given.as_bytes(), expected.as_bytes());
-    let mut diff = a.len() ^ b.len();
-    for i in 0..a.len().max(b.len()) {
-        diff |= usize::from(a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0));
-    }
-    diff == 0
-}
-
 fn authorize<B: Backend>(app: &App<B>, headers: &HeaderMap) -> Result<(), ApiError> {
-    if app.opts.api_key.is_empty() {
-        return Ok(());
-    }
-    match headers.get("authorization").and_then(|v| v.to_str().ok()) {
-        None => Err(ApiError::unauthorized(
-            "Missing bearer token (Authorization: Bearer <key>).",
-        )),
-        Some(v) if bearer(v).is_some_and(|k| same_key(k, &app.opts.api_key)) => Ok(()),
-        Some(_) => Err(ApiError::unauthorized("Incorrect API key provided.")),
+    let given = headers.get("authorization").and_then(|v| v.to_str().ok());
+    match crate::access::refusal(given, &app.opts.api_key) {
+        None => Ok(()),
+        Some(why) => Err(ApiError::unauthorized(why)),
     }
 }
 
@@ -170,7 +197,47 @@ where
         )
             .into_response();
     }
-    Json(json!({"ok": true, "weight_version": app.engine.weights.version()})).into_response()
+    // A trainer whose steps keep failing learns nothing from what is served.
+    let failing = app
+        .metrics
+        .train_failing
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    if let Some(why) = failing {
+        let n = app.metrics.train_failed_in_a_row.get();
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({
+                "ok": false,
+                "reason": format!("the trainer cannot step: its last {n} steps failed; the last: {why}"),
+                "weight_version": app.engine.weights.version(),
+            })),
+        )
+            .into_response();
+    }
+    // Saturated: every slot is taken, so a chat request now would be refused.
+    let free = app.admission.available_permits();
+    if free == 0 {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({
+                "ok": false,
+                "reason": format!("at capacity: all {} request slots are taken (--max-inflight)", app.opts.max_inflight),
+                "inflight": app.opts.max_inflight,
+                "max_inflight": app.opts.max_inflight,
+                "weight_version": app.engine.weights.version(),
+            })),
+        )
+            .into_response();
+    }
+    Json(json!({
+        "ok": true,
+        "weight_version": app.engine.weights.version(),
+        "inflight": app.opts.max_inflight.saturating_sub(free),
+        "max_inflight": app.opts.max_inflight,
+    }))
+    .into_response()
 }
 
 async fn metrics<B: Backend>(State(app): State<Arc<App<B>>>) -> Response
@@ -217,12 +284,16 @@ fn count(app_metrics: &Metrics, status: StatusCode) {
         .inc();
 }
 
-async fn chat<B: Backend>(State(app): State<Arc<App<B>>>, request: Request) -> Response
+async fn chat<B: Backend>(
+    State(app): State<Arc<App<B>>>,
+    ConnectInfo(client): ConnectInfo<std::net::SocketAddr>,
+    request: Request,
+) -> Response
 where
     Model<B>: Send + Sync,
 {
     let started = Instant::now();
-    let result = chat_inner(app.clone(), request, started).await;
+    let result = chat_inner(app.clone(), client.ip(), request, started).await;
     match result {
         Ok(r) => r,
         Err(e) => {
@@ -230,6 +301,42 @@ where
             e.into_response()
         }
     }
+}
+
+/// The bytes of text a request carries: in its messages (content, reasoning, tool calls, names
+/// and any other field) and in its tools. A lower bound's input: the rendered prompt holds at
+/// least the text of what the template shows.
+fn request_text_bytes(
+    messages: &[openclaw_chat::ChatMessage],
+    tools: Option<&Value>,
+) -> (usize, usize) {
+    fn strings(v: &Value) -> usize {
+        match v {
+            Value::String(s) => s.len(),
+            Value::Array(a) => a.iter().map(strings).sum(),
+            Value::Object(o) => o.iter().map(|(k, v)| k.len() + strings(v)).sum(),
+            _ => 0,
+        }
+    }
+    let text = messages
+        .iter()
+        .map(|m| {
+            content_of(m).len()
+                + m.reasoning_content.as_ref().map_or(0, String::len)
+                + m.name.as_ref().map_or(0, String::len)
+                + m.tool_calls.as_ref().map_or(0, |calls| {
+                    calls
+                        .iter()
+                        .map(|c| c.function.name.len() + strings(&c.function.arguments))
+                        .sum()
+                })
+                + m.extra
+                    .iter()
+                    .map(|(k, v)| k.len() + strings(v))
+                    .sum::<usize>()
+        })
+        .sum();
+    (text, tools.map_or(0, strings))
 }
 
 /// Whether reading a body stopped at the size limit.
@@ -248,6 +355,8 @@ fn body_too_large(e: &axum::Error) -> bool {
 struct Turnkeeper {
     /// Its admission, released when the answer ends (or the client goes away).
     _admitted: tokio::sync::OwnedSemaphorePermit,
+    /// Its client's share, likewise.
+    _client_slot: ClientSlot,
     /// Its place in the in-flight gauge, likewise.
     _in_flight: InFlight,
     request: ChatRequest,
@@ -259,6 +368,7 @@ struct Turnkeeper {
 
 async fn chat_inner<B: Backend>(
     app: Arc<App<B>>,
+    client: std::net::IpAddr,
     request: Request,
     started: Instant,
 ) -> Result<Response, ApiError>
@@ -269,6 +379,13 @@ where
     let (parts, body) = request.into_parts();
     let headers = parts.headers;
     authorize(&app, &headers)?;
+    let client_slot = ClientSlot::take(&app.per_client, client, app.opts.max_inflight_per_client)
+        .ok_or_else(|| {
+        ApiError::busy(&format!(
+            "This client has {} requests in flight (--max-inflight-per-client); retry shortly.",
+            app.opts.max_inflight_per_client
+        ))
+    })?;
     let admitted = app.admission.clone().try_acquire_owned().map_err(|_| {
         ApiError::busy("The server is at capacity (--max-inflight); retry shortly.")
     })?;
@@ -280,15 +397,24 @@ where
     if declared.is_some_and(|n| n > limit) {
         return Err(ApiError::too_large(limit));
     }
-    let body = axum::body::to_bytes(body, limit.saturating_add(1))
-        .await
-        .map_err(|e| {
-            if body_too_large(&e) {
-                ApiError::too_large(limit)
-            } else {
-                ApiError::invalid(format!("Cannot read the request body: {e}"), None)
-            }
-        })?;
+    // A slot is held while the body arrives: a deadline, and a stop, end the wait.
+    let mut stopping = app.stopping.subscribe();
+    let deadline = app.opts.body_timeout;
+    let body = tokio::select! {
+        read = tokio::time::timeout(deadline, axum::body::to_bytes(body, limit.saturating_add(1))) => match read {
+            Err(_) => return Err(ApiError::body_timeout(deadline)),
+            Ok(read) => read.map_err(|e| {
+                if body_too_large(&e) {
+                    ApiError::too_large(limit)
+                } else {
+                    ApiError::invalid(format!("Cannot read the request body: {e}"), None)
+                }
+            })?,
+        },
+        _ = stopping.wait_for(|s| *s) => {
+            return Err(ApiError::unavailable("The server is stopping; retry on another."));
+        }
+    };
     if body.len() > limit {
         return Err(ApiError::too_large(limit));
     }
@@ -313,10 +439,24 @@ where
         // A prompt whose byte size alone proves it cannot fit is refused before tokenizing it
         // would cost seconds and gigabytes (the bound's first use decodes the vocabulary, also
         // work for this thread, not an async one).
-        let text_bytes: usize = messages.iter().map(|m| content_of(m).len()).sum();
-        if let Some(at_least) = engine.tokens_at_least(text_bytes) {
+        // Every field counts: tool descriptions and call arguments are rendered too (a 14 MB
+        // tool description once took 18 s and 2 GB before its refusal).
+        let (text_bytes, tool_bytes) = request_text_bytes(&messages, tools.as_ref());
+        if let Some(at_least) = engine.tokens_at_least(text_bytes + tool_bytes) {
             if at_least >= context {
-                return Err(ApiError::context_length(context, at_least));
+                let e = ApiError::context_length(context, at_least);
+                return Err(if tool_bytes > text_bytes {
+                    ApiError::invalid(
+                        format!(
+                            "{} (Most of the request is its `tools`: {tool_bytes} bytes.)",
+                            e.message
+                        ),
+                        Some("tools"),
+                    )
+                    .with_code("context_length_exceeded")
+                } else {
+                    e
+                });
             }
         }
         engine
@@ -401,6 +541,7 @@ where
     );
     let keeper = Turnkeeper {
         _admitted: admitted,
+        _client_slot: client_slot,
         _in_flight: in_flight,
         assignment,
         prompt_ids: prompt.ids,
@@ -707,24 +848,5 @@ async fn stream_task<B: Backend>(
                 break;
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_bearer_scheme_is_case_insensitive_and_keys_compare_whole() {
-        assert_eq!(bearer("Bearer k1"), Some("k1"));
-        assert_eq!(bearer("bearer  k1 "), Some("k1"));
-        assert_eq!(bearer("BEARER k1"), Some("k1"));
-        assert_eq!(bearer("Basic k1"), None);
-        assert_eq!(bearer("k1"), None);
-        assert!(same_key("secret", "secret"));
-        assert!(!same_key("secre", "secret"));
-        assert!(!same_key("secretx", "secret"));
-        assert!(!same_key("Secret", "secret"));
-        assert!(!same_key("", "secret"));
     }
 }

@@ -36,6 +36,8 @@ pub struct SessionOptions {
 
 /// A trainer on backend `B` (autodiff over it) with its log and checkpoints.
 pub struct TrainSession<B: Backend> {
+    /// This process's hold on the save directory: one trainer writes its checkpoints.
+    _save_lock: Option<crate::dir_lock::DirLock>,
     /// The trainer.
     pub trainer: Trainer<Autodiff<B>>,
     /// The log.
@@ -81,6 +83,13 @@ impl Checkpointer {
         if trainer.state().step == self.last_saved {
             return Ok(None);
         }
+        if let Some(name) = burn::module::AutodiffModule::valid(trainer.model()).non_finite_weight()
+        {
+            bail!(
+                "step {}: the weights have non-finite values (NaN or infinity) in `{name}`; no checkpoint written",
+                trainer.state().step
+            );
+        }
         let mut extras = self.tokenizer_files.clone();
         if let Some(s) = run_state {
             extras.push(ExtraFile {
@@ -101,6 +110,14 @@ impl<B: Backend> TrainSession<B> {
     pub fn start(config: TrainConfig, opts: SessionOptions, device: &B::Device) -> Result<Self> {
         let mut opts = opts;
         let mut config = config;
+        let save_lock = match &opts.save_dir {
+            Some(d) => Some(crate::dir_lock::DirLock::acquire(
+                d,
+                "save directory",
+                "--save",
+            )?),
+            None => None,
+        };
         // `latest` with nothing saved yet is a fresh start (launch scripts pass it always).
         let nothing_saved = opts.resume == "latest"
             && opts
@@ -219,6 +236,7 @@ impl<B: Backend> TrainSession<B> {
             last_saved: trainer.state().step,
         };
         Ok(TrainSession {
+            _save_lock: save_lock,
             trainer,
             log,
             checkpoints,

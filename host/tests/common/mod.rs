@@ -169,3 +169,62 @@ pub fn inputs(flags: &[(&str, String)]) -> openclaw_host::config::ConfigInputs {
         env: Box::new(|_| None),
     }
 }
+
+/// A TCP connection to `to` from the loopback address `from` (`127.0.0.2`, ...): every
+/// 127.x.y.z address is this machine, so one test can be several clients to a server's
+/// per-address limits.
+pub fn connect_from(from: &str, to: std::net::SocketAddr) -> std::net::TcpStream {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    let local: std::net::SocketAddr = format!("{from}:0").parse().unwrap();
+    s.bind(&local.into()).unwrap();
+    s.connect_timeout(&to.into(), std::time::Duration::from_secs(10))
+        .unwrap();
+    s.into()
+}
+
+/// One HTTP/1.1 request from the loopback address `from` (see [`connect_from`]) with the
+/// extra header lines `headers` (`"Authorization: Bearer k"`); the status and body.
+pub fn http_from(
+    from: &str,
+    url: &str,
+    method: &str,
+    path: &str,
+    headers: &[&str],
+    body: &str,
+) -> (u16, String) {
+    use std::io::{Read, Write};
+    let addr: std::net::SocketAddr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .trim_end_matches("/v1")
+        .parse()
+        .unwrap();
+    let mut s = connect_from(from, addr);
+    s.set_read_timeout(Some(std::time::Duration::from_secs(120)))
+        .unwrap();
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for h in headers {
+        req.push_str(h);
+        req.push_str("\r\n");
+    }
+    req.push_str("\r\n");
+    req.push_str(body);
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no HTTP status in {text:?}"));
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}

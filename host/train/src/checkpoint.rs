@@ -243,6 +243,12 @@ impl<B: AutodiffBackend> Trainer<B> {
                 checkpoint.display()
             ),
         };
+        if let Some(name) = model.non_finite_weight() {
+            bail!(
+                "checkpoint {} has non-finite values (NaN or infinity) in `{name}`; refusing to resume from it (an earlier checkpoint may be whole)",
+                checkpoint.display()
+            );
+        }
         let optimizer = AdamW::load(
             &checkpoint.join(OPTIMIZER_FILE),
             config.optimizer.clone(),

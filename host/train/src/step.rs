@@ -205,10 +205,14 @@ impl<B: AutodiffBackend> Trainer<B> {
         &mut self,
         published: &Published<Model<B::InnerBackend>>,
         device: &burn::tensor::Device<B::InnerBackend>,
-    ) -> u64 {
-        let v = published.publish(self.inference_model().to_device(device));
+    ) -> Result<u64> {
+        let model = self.inference_model();
+        if let Some(name) = model.non_finite_weight() {
+            bail!("the trained weights have non-finite values (NaN or infinity) in `{name}`; not published");
+        }
+        let v = published.publish(model.to_device(device));
         self.state.weight_version = v;
-        v
+        Ok(v)
     }
 
     /// One RL optimizer step: [`Trainer::compute_gradients`] then [`Trainer::apply_gradients`].

@@ -3,6 +3,7 @@
 pub mod attention;
 pub mod block;
 pub mod causal_attention;
+mod finite;
 pub mod flex;
 pub mod host_kv;
 pub mod linear;

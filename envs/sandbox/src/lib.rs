@@ -13,14 +13,18 @@
 //!   not even `/proc/1/environ` inside holds a host variable), then `PATH`, `HOME`, `LANG`,
 //!   `TMPDIR` and what the caller sets.
 //! - **Privileges:** uid 1000 inside, no capabilities, no new user namespaces, no new
-//!   privileges; when the host runs as root each work directory gets a host uid of its own
+//!   privileges, and a seccomp filter refusing the kernel interfaces untrusted code never needs
+//!   (`seccomp.rs`); when the host runs as root each work directory gets a host uid of its own
 //!   (`uid_base` + n), so nothing runs or writes as host root and the process limit counts one
 //!   episode only.
-//! - **Limits:** address space, CPU seconds, file size and open files per process (each at most
-//!   the host's own hard limit); processes per sandbox user (`RLIMIT_NPROC`; for a non-root host
+//! - **Limits:** the memory of all of a command's processes together (a memory cgroup per
+//!   command where this process can make one, see `cgroup.rs`; elsewhere the process count is
+//!   lowered so that processes × memory per process fits the total); address space, CPU
+//!   seconds, file size and open files per process (each at most the host's own hard limit);
+//!   processes per sandbox user (`RLIMIT_NPROC`; for a non-root host
 //!   it counts that user's own processes, other sandboxes' included, so it is raised by their
-//!   number at start); the size of the work directory (a tmpfs under root, a check after each
-//!   command otherwise); a wall clock after which bubblewrap's process group is killed, and
+//!   number at start); the size of the work directory (a tmpfs under root; otherwise measured
+//!   while the command runs, which is killed when it passes the size); a wall clock after which bubblewrap's process group is killed, and
 //!   with it the sandbox's PID namespace (its init dies with its parent: nothing outlives its
 //!   command).
 //!
@@ -31,6 +35,7 @@
 //! the setup that distributions maintain and audit for exactly this use, and it needs no
 //! privileges.
 
+mod cgroup;
 mod process;
 pub mod seccomp;
 
@@ -47,6 +52,10 @@ pub use process::{Background, RunOutput, Status};
 pub struct Limits {
     /// Address space of each process, bytes (`RLIMIT_AS`).
     pub memory_bytes: u64,
+    /// Memory of all of a command's processes together, bytes: a memory cgroup of that size
+    /// where this process can make one; elsewhere `processes` is lowered so that
+    /// `processes × memory_bytes` stays within it.
+    pub memory_total_bytes: u64,
     /// CPU seconds of each process (`RLIMIT_CPU`): SIGXCPU at the limit, SIGKILL a second later.
     pub cpu_seconds: u64,
     /// Processes and threads the sandbox user may have at once (`RLIMIT_NPROC`).
@@ -70,7 +79,8 @@ pub struct Limits {
 impl Default for Limits {
     fn default() -> Self {
         Limits {
-            memory_bytes: 1 << 30,
+            memory_bytes: 512 << 20,
+            memory_total_bytes: 8 << 30,
             cpu_seconds: 10,
             processes: 64,
             file_size_bytes: 64 << 20,
@@ -100,6 +110,19 @@ pub struct SandboxConfig {
     /// Where the work directory appears inside (and `HOME`, and where commands start):
     /// `/work` by default; the terminal environment uses terminal-bench's `/app`.
     pub work_mount: PathBuf,
+    /// How the memory of a command's processes together is bounded.
+    pub memory_bound: MemoryBound,
+}
+
+/// How a sandbox bounds the memory of all of a command's processes together.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum MemoryBound {
+    /// A memory cgroup per command where this process can make one (root, or a delegated
+    /// cgroup v2 subtree), else [`MemoryBound::ProcessCount`].
+    #[default]
+    CgroupWhereAvailable,
+    /// `processes × memory_bytes` within `memory_total_bytes`, by lowering `processes`.
+    ProcessCount,
 }
 
 impl Default for SandboxConfig {
@@ -111,6 +134,7 @@ impl Default for SandboxConfig {
             read_only: Vec::new(),
             workdir_root: None,
             work_mount: PathBuf::from("/work"),
+            memory_bound: MemoryBound::default(),
         }
     }
 }
@@ -122,6 +146,8 @@ pub enum SandboxError {
     Missing(PathBuf),
     /// bubblewrap is there but could not start a sandbox (its own words).
     Unusable(String),
+    /// The limits cannot be kept here as given (why, and what to change).
+    Limits(String),
     /// A command left the work directory larger than its limit (bytes).
     WorkdirFull(u64),
     /// The host failed (a directory, a pipe, a process).
@@ -143,6 +169,7 @@ impl std::fmt::Display for SandboxError {
                 "bubblewrap cannot start a sandbox here: {why} (it needs unprivileged user \
                  namespaces, or to be run as root)"
             ),
+            SandboxError::Limits(why) => write!(f, "sandbox limits: {why}"),
             SandboxError::WorkdirFull(limit) => write!(
                 f,
                 "the work directory grew past its limit of {} MiB",
@@ -220,6 +247,11 @@ struct Inner {
     root: bool,
     /// The seccomp program every command runs under ([`seccomp`]).
     seccomp: Vec<u8>,
+    /// Where each command gets a memory cgroup, when it can.
+    cgroups: Option<cgroup::Cgroups>,
+    /// Processes per command: the configured number, lowered without a cgroup so that they
+    /// cannot use more than `memory_total_bytes` together.
+    processes: u64,
 }
 
 /// A checked bubblewrap setup; cheap to clone and share between episodes.
@@ -229,6 +261,10 @@ pub struct Sandbox {
 }
 
 static NEXT_UID: AtomicU32 = AtomicU32::new(0);
+
+/// Processes a command must be allowed at least: bubblewrap outside and its init inside count
+/// too, then a shell, its pipelines and what they start.
+const MIN_PROCESSES: u64 = 16;
 
 /// Uids given out per host process before they repeat.
 const UID_SPAN: u32 = 50_000;
@@ -260,6 +296,25 @@ impl Sandbox {
         }
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
+        let l = &config.limits;
+        let cgroups = match config.memory_bound {
+            MemoryBound::CgroupWhereAvailable => cgroup::Cgroups::find().ok(),
+            MemoryBound::ProcessCount => None,
+        };
+        let processes = match &cgroups {
+            Some(_) => l.processes,
+            None => {
+                let fit = l.memory_total_bytes / l.memory_bytes.max(1);
+                if fit < MIN_PROCESSES {
+                    return Err(SandboxError::Limits(format!(
+                        "no memory cgroup can be made here, so processes x memory per process must fit the memory of all ({} MiB), and {fit} processes of {} MiB are fewer than the {MIN_PROCESSES} a shell pipeline needs: raise the total or lower the memory per process",
+                        l.memory_total_bytes >> 20,
+                        l.memory_bytes >> 20
+                    )));
+                }
+                l.processes.min(fit)
+            }
+        };
         let sandbox = Sandbox {
             inner: Arc::new(Inner {
                 bwrap,
@@ -267,6 +322,8 @@ impl Sandbox {
                 etc,
                 root,
                 seccomp: seccomp::program().map_err(SandboxError::Unusable)?,
+                cgroups,
+                processes,
             }),
         };
         let probe = sandbox.workdir()?.run(&Run::new(["true"]))?;
@@ -290,6 +347,15 @@ impl Sandbox {
     /// The limits every command gets.
     pub fn limits(&self) -> &Limits {
         &self.inner.config.limits
+    }
+
+    /// How the memory of a command's processes together is bounded here: a cgroup, or
+    /// the process count (and how many processes that leaves).
+    pub fn memory_bound(&self) -> (MemoryBound, u64) {
+        match &self.inner.cgroups {
+            Some(_) => (MemoryBound::CgroupWhereAvailable, self.inner.processes),
+            None => (MemoryBound::ProcessCount, self.inner.processes),
+        }
     }
 
     /// A new, empty, private work directory (an episode's), removed when dropped.
@@ -514,10 +580,16 @@ impl Workdir {
         }
         let wall = run.wall.map_or(limits.wall, |w| w.min(limits.wall));
         let processes = match self.uid {
-            Some(_) => limits.processes,
+            Some(_) => inner.processes,
             // SAFETY: getuid has no preconditions.
-            None => limits.processes + process::tasks_of_user(unsafe { libc::getuid() }),
+            None => inner.processes + process::tasks_of_user(unsafe { libc::getuid() }),
         };
+        let group = match &inner.cgroups {
+            Some(c) => Some(c.group(limits.memory_total_bytes)?),
+            None => None,
+        };
+        // Without a tmpfs of its size, the directory is measured while the command runs.
+        let watch = (!self.mounted).then(|| (self.dir.path().to_path_buf(), limits.work_bytes));
         // A descriptor of its own per start: bubblewrap reads the program to its end.
         let filter = seccomp::memfd(&inner.seccomp)?;
         let mut args: Vec<OsString> = vec![
@@ -529,6 +601,8 @@ impl Workdir {
             bwrap: &inner.bwrap,
             args,
             filter,
+            group,
+            watch,
             uid: self.uid,
             limits,
             processes,
@@ -579,7 +653,7 @@ fn mount_tmpfs(dir: &Path, bytes: u64, uid: u32) -> bool {
 }
 
 /// Bytes of the files under `dir` (links not followed).
-fn tree_bytes(dir: &Path) -> u64 {
+pub(crate) fn tree_bytes(dir: &Path) -> u64 {
     let mut total = 0;
     let mut stack = vec![dir.to_path_buf()];
     while let Some(d) = stack.pop() {
@@ -640,6 +714,8 @@ mod tests {
             etc: tempfile::tempdir().unwrap(),
             root: false,
             seccomp: Vec::new(),
+            cgroups: None,
+            processes: 64,
         };
         let s = Sandbox {
             inner: Arc::new(inner),

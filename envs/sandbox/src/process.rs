@@ -22,6 +22,11 @@ pub struct RunOutput {
     pub stderr: Vec<u8>,
     /// Whether stdout or stderr went past the limit (the rest was dropped).
     pub truncated: bool,
+    /// Whether the kernel killed a process for going over the memory of all processes
+    /// together (`memory_total_bytes`, where a cgroup holds it).
+    pub memory_exceeded: bool,
+    /// Whether the work directory grew past its size while the command ran, which killed it.
+    pub workdir_full: bool,
     /// Wall-clock time from start to end.
     pub elapsed: Duration,
 }
@@ -49,6 +54,10 @@ pub(crate) struct Spawn<'a> {
     pub args: Vec<std::ffi::OsString>,
     /// The seccomp program's descriptor (`--seccomp` names it), kept open across the exec.
     pub filter: std::os::fd::OwnedFd,
+    /// The command's memory cgroup, which the child joins before bubblewrap runs.
+    pub group: Option<crate::cgroup::Group>,
+    /// The work directory and its size, measured while the command runs (no tmpfs caps it).
+    pub watch: Option<(std::path::PathBuf, u64)>,
     pub uid: Option<u32>,
     pub limits: &'a Limits,
     pub processes: u64,
@@ -98,18 +107,32 @@ fn command(s: &Spawn) -> Command {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    if let Some(u) = s.uid {
-        cmd.uid(u).gid(u);
-    }
     let filter = std::os::fd::AsRawFd::as_raw_fd(&s.filter);
-    // SAFETY: the closure only calls fcntl and setrlimit (async-signal-safe) on values computed
-    // before the fork; it runs after the uid switch, so it only lowers limits.
+    let group = s.group.as_ref().map(|g| g.procs_fd());
+    let uid = s.uid;
+    // SAFETY: the closure only calls write, fcntl, setgroups, setgid, setuid and setrlimit
+    // (async-signal-safe) on values computed before the fork.
     unsafe {
         cmd.pre_exec(move || {
+            let fail = || Err(std::io::Error::last_os_error());
+            // Into the memory cgroup first, while still allowed to write its files; every
+            // process of the sandbox descends from this one.
+            if let Some(fd) = group {
+                crate::cgroup::join(fd)?;
+            }
+            // Then the sandbox's own uid (as Command::uid would, but after the cgroup).
+            if let Some(u) = uid {
+                if libc::setgroups(0, std::ptr::null()) != 0
+                    || libc::setgid(u) != 0
+                    || libc::setuid(u) != 0
+                {
+                    return fail();
+                }
+            }
             // The filter's descriptor is close-on-exec in the parent (no other child inherits
             // it); this child hands it to bubblewrap.
             if libc::fcntl(filter, libc::F_SETFD, 0) != 0 {
-                return Err(std::io::Error::last_os_error());
+                return fail();
             }
             for (resource, soft, hard) in rlimits {
                 let r = libc::rlimit {
@@ -151,10 +174,18 @@ pub(crate) fn run(s: Spawn) -> std::io::Result<RunOutput> {
     });
     let deadline = started + s.wall;
     let mut timed_out = false;
+    let mut workdir_full = false;
+    let mut measured = Instant::now();
     let mut pause = Duration::from_millis(1);
     let status = loop {
         if let Some(status) = child.try_wait()? {
             break status;
+        }
+        if over_size(&s.watch, &mut measured) {
+            // SAFETY: kill has no memory preconditions.
+            unsafe { libc::kill(-pid, libc::SIGKILL) };
+            workdir_full = true;
+            break child.wait()?;
         }
         if Instant::now() >= deadline {
             // bubblewrap's group; the sandbox's init (in a session of its own) dies with its
@@ -183,13 +214,32 @@ pub(crate) fn run(s: Spawn) -> std::io::Result<RunOutput> {
         }
     }
     Ok(RunOutput {
-        exit_code: if timed_out { None } else { status.code() },
+        exit_code: if timed_out || workdir_full {
+            None
+        } else {
+            status.code()
+        },
         timed_out,
         stdout,
         stderr,
         truncated: t_out || t_err,
         elapsed: started.elapsed(),
+        memory_exceeded: s.group.as_ref().is_some_and(|g| g.oom_killed()),
+        workdir_full,
     })
+}
+
+/// Whether the watched work directory is past its size; measured at most every 200 ms, since
+/// a walk of a large tree is not free.
+fn over_size(watch: &Option<(std::path::PathBuf, u64)>, measured: &mut Instant) -> bool {
+    let Some((dir, limit)) = watch else {
+        return false;
+    };
+    if measured.elapsed() < Duration::from_millis(200) {
+        return false;
+    }
+    *measured = Instant::now();
+    crate::tree_bytes(dir) > *limit
 }
 
 /// Reads to the end, keeping the first `cap` bytes; says whether more came.
@@ -241,10 +291,12 @@ pub struct Background {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
-pub(crate) fn start(s: Spawn) -> std::io::Result<Background> {
+pub(crate) fn start(mut s: Spawn) -> std::io::Result<Background> {
     use std::sync::{atomic::AtomicBool, atomic::Ordering, Arc, Condvar, Mutex};
     let cap = s.limits.output_bytes;
     let mut cmd = command(&s);
+    // The group and the measured directory go with the watcher, which outlives the process.
+    let (group, watch) = (s.group.take(), s.watch.take());
     let input = s.stdin.to_vec();
     let deadline = Instant::now() + s.wall;
     let shared = Arc::new((
@@ -278,11 +330,17 @@ pub(crate) fn start(s: Spawn) -> std::io::Result<Background> {
                 child.stdout.take(),
                 child.stderr.take(),
             )));
+            let _group = group;
+            let mut measured = Instant::now();
             loop {
                 let status = match child.try_wait() {
                     Ok(Some(st)) => Some(Status::Exited(st.code())),
                     Err(_) => Some(Status::Exited(None)),
-                    Ok(None) if stop.load(Ordering::Relaxed) || Instant::now() >= deadline => {
+                    Ok(None)
+                        if stop.load(Ordering::Relaxed)
+                            || Instant::now() >= deadline
+                            || over_size(&watch, &mut measured) =>
+                    {
                         // Sent before the child is reaped, so the group id is still ours.
                         // SAFETY: kill has no memory preconditions.
                         unsafe { libc::kill(-pid, libc::SIGKILL) };

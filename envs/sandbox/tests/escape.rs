@@ -6,7 +6,7 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use openclaw_sandbox::{Limits, Run, Sandbox, SandboxConfig};
+use openclaw_sandbox::{Limits, MemoryBound, Run, Sandbox, SandboxConfig};
 
 fn sandbox(limits: Limits) -> Sandbox {
     Sandbox::new(SandboxConfig {
@@ -467,4 +467,87 @@ print("getpid", libc.syscall(39 if x86 else 172), ctypes.get_errno())
         }
     }
     assert_eq!(text.lines().count(), 8, "{text}");
+}
+
+/// Free memory of the host, bytes (`MemAvailable`).
+fn host_available() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .unwrap()
+        * 1024
+}
+
+#[test]
+fn many_processes_together_stay_within_the_sandboxs_memory() {
+    // Eight processes of 200 MB each, every one within its own 512 MB, 1.6 GB together
+    // against a total of 384 MB.
+    let limits = Limits {
+        memory_bytes: 512 << 20,
+        memory_total_bytes: 384 << 20,
+        processes: 64,
+        ..short()
+    };
+    let hog = "for i in $(seq 8); do python3 -c 'import time; b = bytearray(200 << 20); \
+        b[::4096] = b\"x\" * len(b[::4096]); time.sleep(3)' & done; wait; echo done";
+    let sb = match Sandbox::new(SandboxConfig {
+        limits: limits.clone(),
+        ..SandboxConfig::default()
+    }) {
+        Ok(sb) => sb,
+        Err(e) => panic!("{e}"),
+    };
+    let (bound, _) = sb.memory_bound();
+    if bound == MemoryBound::CgroupWhereAvailable {
+        let before = host_available();
+        let out = sb.workdir().unwrap().run(&Run::shell(hog)).unwrap();
+        let after = host_available();
+        assert!(out.memory_exceeded, "{out:?}");
+        eprintln!(
+            "a memory cgroup bounded the eight: the host's available memory went from {} to {} MB",
+            before >> 20,
+            after >> 20
+        );
+    } else {
+        eprintln!("no memory cgroup here: only the process count bounds the total");
+    }
+    // Without a cgroup the total is bounded by the process count: processes x memory per
+    // process within the total, and a total too small for a shell pipeline is refused.
+    let counted = Sandbox::new(SandboxConfig {
+        limits: Limits {
+            memory_total_bytes: 2 << 30,
+            memory_bytes: 128 << 20,
+            ..limits.clone()
+        },
+        memory_bound: MemoryBound::ProcessCount,
+        ..SandboxConfig::default()
+    })
+    .unwrap();
+    assert_eq!(counted.memory_bound(), (MemoryBound::ProcessCount, 16));
+    let w = counted.workdir().unwrap();
+    let out = w
+        .run(&Run::shell(
+            "for i in 1 2 3 4; do sleep 1 & done; jobs -p > /tmp/j; wc -l < /tmp/j",
+        ))
+        .unwrap();
+    assert_eq!(out.stdout_text().trim(), "4", "{out:?}");
+    let out = w
+        .run(&Run::shell(
+            "for i in $(seq 30); do sleep 1 & done; jobs -p > /tmp/j; wc -l < /tmp/j",
+        ))
+        .unwrap();
+    assert!(
+        !out.success() && out.stderr_text().contains("fork"),
+        "thirty processes ran: {out:?}"
+    );
+    let e = Sandbox::new(SandboxConfig {
+        limits,
+        memory_bound: MemoryBound::ProcessCount,
+        ..SandboxConfig::default()
+    })
+    .err()
+    .expect("a total below sixteen processes was accepted");
+    assert!(e.to_string().contains("raise the total"), "{e}");
 }

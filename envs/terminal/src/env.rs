@@ -48,6 +48,8 @@ pub struct Config {
     pub eval_seconds: u64,
     /// Address space of each process, MiB.
     pub memory_mb: u64,
+    /// Memory of all of a command's processes together, MiB.
+    pub memory_total_mb: u64,
     /// The bubblewrap binary.
     pub bwrap: String,
 }
@@ -64,7 +66,8 @@ impl Default for Config {
             background_seconds: 300,
             output_chars: 4096,
             eval_seconds: 50,
-            memory_mb: 1024,
+            memory_mb: 512,
+            memory_total_mb: 8192,
             bwrap: "bwrap".into(),
         }
     }
@@ -373,6 +376,14 @@ impl TerminalEnv {
                 if out.truncated {
                     text.push_str("\n[output past the sandbox's limit dropped]");
                 }
+                if out.memory_exceeded {
+                    text.push_str(
+                        "\n[killed: the command's processes used more than the sandbox's memory]",
+                    );
+                }
+                if out.workdir_full {
+                    text.push_str("\n[killed: /app grew past the sandbox's size limit]");
+                }
                 text
             }
         };
@@ -531,6 +542,12 @@ impl Env for TerminalEnv {
                 cfg.memory_mb
             ));
         }
+        if !(cfg.memory_mb..=1 << 22).contains(&cfg.memory_total_mb) {
+            return Err(format!(
+                "env.memory_total_mb must be between env.memory_mb ({}) and 4194304, got {}",
+                cfg.memory_mb, cfg.memory_total_mb
+            ));
+        }
         if offered
             .output_chars
             .values()
@@ -558,6 +575,7 @@ impl Env for TerminalEnv {
             bwrap: PathBuf::from(&cfg.bwrap),
             limits: Limits {
                 memory_bytes: cfg.memory_mb << 20,
+                memory_total_bytes: cfg.memory_total_mb << 20,
                 cpu_seconds: longest,
                 processes: 64,
                 wall: Duration::from_secs(longest),

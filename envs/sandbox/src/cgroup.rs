@@ -128,6 +128,27 @@ impl Cgroups {
         if !parent.is_dir() {
             return Err("not a folder".into());
         }
+        // Groups of processes killed with `kill -9` (their commands' processes died with
+        // them) are empty now, and removed.
+        if let Ok(entries) = std::fs::read_dir(parent) {
+            for e in entries.flatten() {
+                let name = e.file_name();
+                let pid = name
+                    .to_str()
+                    .and_then(|n| n.strip_prefix("openclaw-sandbox-"))
+                    .and_then(|n| n.split('-').next())
+                    .and_then(|p| p.parse::<libc::pid_t>().ok());
+                // SAFETY: signal 0 only checks the process exists.
+                if pid.is_some_and(|p| unsafe { libc::kill(p, 0) } != 0) {
+                    if let Ok(groups) = std::fs::read_dir(e.path()) {
+                        for g in groups.flatten().filter(|g| g.path().is_dir()) {
+                            let _ = std::fs::remove_dir(g.path());
+                        }
+                    }
+                    let _ = std::fs::remove_dir(e.path());
+                }
+            }
+        }
         let dir = parent.join(format!(
             "openclaw-sandbox-{}-{}",
             std::process::id(),

@@ -315,6 +315,12 @@ impl Sandbox {
                 l.processes.min(fit)
             }
         };
+        clear_leftovers(
+            &config
+                .workdir_root
+                .clone()
+                .unwrap_or_else(std::env::temp_dir),
+        );
         let sandbox = Sandbox {
             inner: Arc::new(Inner {
                 bwrap,
@@ -361,7 +367,9 @@ impl Sandbox {
     /// A new, empty, private work directory (an episode's), removed when dropped.
     pub fn workdir(&self) -> Result<Workdir, SandboxError> {
         let mut b = tempfile::Builder::new();
-        b.prefix("openclaw-episode-");
+        // The pid in the name lets a later process clear what a killed one left.
+        let prefix = format!("{EPISODE_PREFIX}{}-", std::process::id());
+        b.prefix(&prefix);
         let dir = match &self.inner.config.workdir_root {
             Some(root) => {
                 std::fs::create_dir_all(root)?;
@@ -627,6 +635,71 @@ fn find_binary(name: &Path) -> Option<PathBuf> {
         .find(|p| executable(p))
 }
 
+/// How work directories' names begin (then the pid of the process that made them).
+const EPISODE_PREFIX: &str = "openclaw-episode-";
+
+/// Whether process `pid` is gone.
+fn dead(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks the process exists.
+    let missing = unsafe { libc::kill(pid as libc::pid_t, 0) } != 0;
+    missing && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+}
+
+/// The pid in a work directory's name, when it is one.
+fn owner_of(name: &str) -> Option<u32> {
+    name.strip_prefix(EPISODE_PREFIX)?
+        .split('-')
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// Clears what processes killed with `kill -9` left: their work directories' tmpfs mounts
+/// (which nothing else unmounts) and the directories in `root`. Only those whose process is
+/// gone; what it clears is logged on stderr. Returns how many it cleared.
+fn clear_leftovers(root: &Path) -> usize {
+    let mut cleared = 0;
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    for line in mounts.lines() {
+        let Some(point) = line.split(' ').nth(4) else {
+            continue;
+        };
+        // mountinfo escapes spaces and the like as octal; work directory names have none.
+        let point = Path::new(point);
+        let stale = point.parent() == Some(root)
+            && point
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(owner_of)
+                .is_some_and(dead);
+        if !stale {
+            continue;
+        }
+        if let Ok(c) = std::ffi::CString::new(point.as_os_str().as_encoded_bytes()) {
+            // SAFETY: a valid C string; MNT_DETACH so a busy mount still goes.
+            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
+                cleared += 1;
+            }
+        }
+    }
+    if let Ok(entries) = std::fs::read_dir(root) {
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let stale = name.to_str().and_then(owner_of).is_some_and(dead);
+            if stale && std::fs::remove_dir_all(e.path()).is_ok() {
+                cleared += 1;
+            }
+        }
+    }
+    if cleared > 0 {
+        eprintln!(
+            "sandbox: cleared {cleared} work directories and mounts left in {} by processes that were killed",
+            root.display()
+        );
+    }
+    cleared
+}
+
 /// Mounts a tmpfs of `bytes` (and a proportional number of inodes) owned by `uid` on `dir`;
 /// false when the host cannot (a container without the right), and the size is then checked
 /// after each command instead.
@@ -704,6 +777,30 @@ mod tests {
         .err()
         .expect("not in PATH either");
         assert!(matches!(err, SandboxError::Missing(_)));
+    }
+
+    #[test]
+    fn what_a_killed_process_left_is_cleared_and_nothing_of_a_live_one() {
+        let root = tempfile::tempdir().unwrap();
+        // A pid that was just used and is gone.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        let stale = root.path().join(format!("{EPISODE_PREFIX}{gone}-abc"));
+        let live = root
+            .path()
+            .join(format!("{EPISODE_PREFIX}{}-def", std::process::id()));
+        std::fs::create_dir(&stale).unwrap();
+        std::fs::create_dir(&live).unwrap();
+        std::fs::write(stale.join("f"), "x").unwrap();
+        // SAFETY: geteuid has no preconditions.
+        let root_user = unsafe { libc::geteuid() } == 0;
+        let mounted = root_user && mount_tmpfs(&stale, 1 << 20, 0);
+        let cleared = clear_leftovers(root.path());
+        assert_eq!(cleared, if mounted { 2 } else { 1 });
+        assert!(!stale.exists() && live.exists());
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+        assert!(!mounts.contains(stale.to_str().unwrap()), "still mounted");
     }
 
     #[test]

@@ -20,6 +20,107 @@ pub const CHECKPOINT_LATEST: &str = "checkpoint-latest";
 pub const COMPLETE_MARKER: &str = "checkpoint.complete";
 /// The trainer state inside a checkpoint.
 pub const TRAINER_STATE: &str = "trainer_state.json";
+/// Every file of a checkpoint with its CRC-32, written just before [`COMPLETE_MARKER`] and
+/// checked at load: a flipped byte in a weight otherwise loads silently.
+pub const CHECKSUMS: &str = "checksums.json";
+
+/// The files of `dir` (and of its folders), as paths relative to it, sorted.
+fn files_of(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        for entry in std::fs::read_dir(dir.join(&rel))
+            .with_context(|| format!("cannot list {}", dir.join(&rel).display()))?
+        {
+            let entry = entry?;
+            let kind = entry.file_type()?;
+            let name = rel.join(entry.file_name());
+            if kind.is_dir() {
+                stack.push(name);
+            } else if kind.is_file() {
+                out.push(name);
+            }
+        }
+    }
+    out.retain(|p| p != Path::new(CHECKSUMS) && p != Path::new(COMPLETE_MARKER));
+    out.sort();
+    Ok(out)
+}
+
+/// The CRC-32 of the file at `path`, read in pieces.
+fn crc_of(path: &Path) -> Result<u32> {
+    use std::io::Read;
+    let mut f =
+        std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut h = crc32fast::Hasher::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f
+            .read(&mut buf)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(h.finalize())
+}
+
+/// Writes [`CHECKSUMS`] for every file now in the checkpoint being written at `dir`.
+pub fn write_checksums(dir: &Path) -> Result<()> {
+    let mut files = serde_json::Map::new();
+    for rel in files_of(dir)? {
+        let crc = crc_of(&dir.join(&rel))?;
+        files.insert(
+            rel.to_string_lossy().into_owned(),
+            serde_json::Value::String(format!("{crc:08x}")),
+        );
+    }
+    let text = serde_json::to_string_pretty(&serde_json::json!({"crc32": files}))?;
+    std::fs::write(dir.join(CHECKSUMS), text)
+        .with_context(|| format!("cannot write {}", dir.join(CHECKSUMS).display()))
+}
+
+/// Checks every file [`CHECKSUMS`] lists in the checkpoint `dir` against its CRC-32; a
+/// checkpoint written before checksums (none listed) passes. Errors name the file.
+pub fn verify_checksums(dir: &Path) -> Result<()> {
+    let path = dir.join(CHECKSUMS);
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Ok(());
+    };
+    let v: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not JSON (the checkpoint is damaged)", path.display()))?;
+    let files = v["crc32"].as_object().with_context(|| {
+        format!(
+            "{}: no `crc32` table (the checkpoint is damaged)",
+            path.display()
+        )
+    })?;
+    for (rel, want) in files {
+        let file = dir.join(rel);
+        if rel.split('/').any(|c| c == ".." || c.is_empty()) {
+            bail!(
+                "{}: lists `{rel}`, not a file of the checkpoint",
+                path.display()
+            );
+        }
+        if !file.is_file() {
+            bail!(
+                "checkpoint {}: {rel} is missing (the checkpoint was changed after it was written; an earlier one may be whole)",
+                dir.display()
+            );
+        }
+        let got = format!("{:08x}", crc_of(&file)?);
+        if Some(got.as_str()) != want.as_str() {
+            bail!(
+                "checkpoint {}: {rel} does not match its checksum (CRC-32 {got}, written {}): the file is damaged or changed since; an earlier checkpoint may be whole",
+                dir.display(),
+                want.as_str().unwrap_or("?")
+            );
+        }
+    }
+    Ok(())
+}
 
 /// `checkpoint-<step>`.
 pub fn checkpoint_name(step: u64) -> String {
@@ -164,6 +265,34 @@ pub fn base_model_of(checkpoint: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_changed_byte_or_a_missing_file_fails_the_checksums_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::write(d.join("model.safetensors"), vec![7u8; 4096]).unwrap();
+        std::fs::create_dir(d.join("sub")).unwrap();
+        std::fs::write(d.join("sub/tokenizer.json"), "{}").unwrap();
+        // A checkpoint from before checksums passes.
+        verify_checksums(d).unwrap();
+        write_checksums(d).unwrap();
+        verify_checksums(d).unwrap();
+        // One exponent byte of one weight.
+        let mut w = std::fs::read(d.join("model.safetensors")).unwrap();
+        w[2051] ^= 0x40;
+        std::fs::write(d.join("model.safetensors"), &w).unwrap();
+        let e = verify_checksums(d).unwrap_err().to_string();
+        assert!(
+            e.contains("model.safetensors does not match its checksum"),
+            "{e}"
+        );
+        w[2051] ^= 0x40;
+        std::fs::write(d.join("model.safetensors"), &w).unwrap();
+        verify_checksums(d).unwrap();
+        std::fs::remove_file(d.join("sub/tokenizer.json")).unwrap();
+        let e = verify_checksums(d).unwrap_err().to_string();
+        assert!(e.contains("sub/tokenizer.json is missing"), "{e}");
+    }
 
     fn whole(save: &Path, step: u64) -> PathBuf {
         let d = save.join(checkpoint_name(step));

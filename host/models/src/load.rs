@@ -109,6 +109,9 @@ pub fn load_weights_with<B: Backend>(
     gguf: GgufWeights,
 ) -> Result<Model<B>> {
     let path = source.path();
+    if crate::checkpoints::written_by_trainer(path) {
+        crate::checkpoints::verify_checksums(path)?;
+    }
     let cfg = openclaw_engine::LoadConfig { gguf };
     let model = openclaw_engine::load_model_with::<B>(path, device, &cfg)
         .with_context(|| format!("cannot load the model in {}", path.display()))?;

@@ -157,7 +157,8 @@ fn run_job(
     let mut backoff = opts.backoff;
     let result = loop {
         attempts += 1;
-        let r = score_within(reward, &job.request, opts.timeout, Some(metrics));
+        let r = score_within(reward, &job.request, opts.timeout, Some(metrics))
+            .and_then(|score| vote_given(score).map_err(str::to_string));
         match r {
             Ok(score) if score.value.is_finite() => break Ok(score),
             Ok(score) => {
@@ -218,8 +219,18 @@ fn run_job(
     }
 }
 
-/// Counts one failed judging attempt by its kind: `http` (an error status), `garbage` (a reply
-/// that is not a completion), `timeout`, `io` (no answer), else `error`.
+/// `score`, unless the judge was asked and none of its answers held a vote: that is a failed
+/// call (retried, counted as `no_vote`, the turn judged again later), never a score.
+pub fn vote_given(score: Score) -> Result<Score, &'static str> {
+    if score.votes.is_empty() && score.invalid_votes > 0 {
+        return Err(NO_VOTE);
+    }
+    Ok(score)
+}
+
+/// How a judging failure with answers but no vote reads.
+const NO_VOTE: &str = "the judge answered without a vote in any of its answers";
+
 /// How an abandoned call's error begins.
 const ABANDONED: &str = "abandoned after";
 
@@ -293,6 +304,9 @@ pub fn score_within(
     }
 }
 
+/// Counts one failed judging attempt by its kind: `no_vote` (answers without a vote), `http`
+/// (an error status), `garbage` (a reply that is not a completion), `timeout`, `io` (no
+/// answer), else `error`.
 fn count_failure(metrics: &Metrics, e: &str) {
     let reason = failure_reason(e);
     metrics
@@ -303,7 +317,9 @@ fn count_failure(metrics: &Metrics, e: &str) {
 
 fn failure_reason(e: &str) -> &'static str {
     let e = e.to_ascii_lowercase();
-    if e.contains("timed out") || e.contains("timeout") || e.starts_with(ABANDONED) {
+    if e.starts_with(NO_VOTE) {
+        "no_vote"
+    } else if e.contains("timed out") || e.contains("timeout") || e.starts_with(ABANDONED) {
         "timeout"
     } else if e.contains("http ") {
         "http"
@@ -321,6 +337,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn answers_without_a_vote_are_a_failure_not_a_score() {
+        let garbled = Score {
+            invalid_votes: 3,
+            ..Score::default()
+        };
+        assert_eq!(vote_given(garbled).unwrap_err(), NO_VOTE);
+        let one_vote = Score {
+            votes: vec![1.0].into(),
+            invalid_votes: 2,
+            trainable: true,
+            value: 1.0,
+            ..Score::default()
+        };
+        assert_eq!(vote_given(one_vote).unwrap().value, 1.0);
+        // No judge asked (a rule, a given reward): nothing to count.
+        assert!(vote_given(Score::default()).is_ok());
+    }
+
+    #[test]
     fn failures_are_counted_by_their_kind() {
         for (e, want) in [
             ("the judge endpoint gave no vote: HTTP 500: boom", "http"),
@@ -334,6 +369,7 @@ mod tests {
             ),
             ("judge call failed: connection refused", "io"),
             ("the reward plugin panicked", "error"),
+            (NO_VOTE, "no_vote"),
         ] {
             assert_eq!(failure_reason(e), want, "{e}");
         }

@@ -120,7 +120,9 @@ impl Dataset {
                             turn: turn.clone(),
                         };
                         let timeout = std::time::Duration::from_secs(cfg.judge_timeout);
-                        match crate::judge::pool::score_within(plugin, &request, timeout, None) {
+                        match crate::judge::pool::score_within(plugin, &request, timeout, None)
+                            .and_then(|s| crate::judge::pool::vote_given(s).map_err(str::to_string))
+                        {
                             Ok(s) => s,
                             Err(e) => {
                                 skipped.push(format!("{at}: {e}"));

@@ -98,7 +98,9 @@ impl StepJudge {
             };
             let closed = turn.next_state.is_none();
             let request = score_request(turn, closed, &self.settings);
-            match score_within(&self.reward, &request, self.timeout, None) {
+            match score_within(&self.reward, &request, self.timeout, None)
+                .and_then(|s| crate::judge::pool::vote_given(s).map_err(str::to_string))
+            {
                 Ok(s) if s.value.is_finite() => scores.push(s.value),
                 Ok(s) => tracing::warn!(
                     "episode {} step {i}: the judge gave the score {}",

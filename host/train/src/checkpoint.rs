@@ -171,6 +171,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             std::fs::write(tmp.join(&e.name), &e.contents)
                 .with_context(|| format!("cannot write {} into the checkpoint", e.name))?;
         }
+        openclaw_models::checkpoints::write_checksums(&tmp)?;
         fault_pause();
         sync_dir_tree(&tmp)?;
         write_synced(&tmp.join(COMPLETE_MARKER), format!("{step}\n").as_bytes())?;
@@ -216,6 +217,7 @@ impl<B: AutodiffBackend> Trainer<B> {
                 checkpoint.display()
             );
         }
+        openclaw_models::checkpoints::verify_checksums(checkpoint)?;
         let saved = read_saved_state(checkpoint)?;
         let has_adapters = checkpoint.join(lora::ADAPTER_CONFIG).is_file();
         let same_base = has_adapters

@@ -58,10 +58,11 @@ impl DirLock {
                 dir.display()
             );
         }
-        file.set_len(0)?;
-        file.seek(SeekFrom::Start(0))?;
-        writeln!(file, "{}", std::process::id())?;
-        file.sync_data()?;
+        file.set_len(0)
+            .and_then(|_| file.seek(SeekFrom::Start(0)).map(|_| ()))
+            .and_then(|_| writeln!(file, "{}", std::process::id()))
+            .and_then(|_| file.sync_data())
+            .with_context(|| format!("cannot write {}", path.display()))?;
         Ok(DirLock {
             _file: file,
             dir: dir.to_path_buf(),

@@ -89,6 +89,7 @@ fn a_failing_or_hanging_environment_fails_that_episode_only() {
         call_timeout: Duration::from_secs(1),
         evaluate_timeout: Duration::from_secs(1),
         full_wait: Duration::from_secs(1),
+        env_retries: 0,
     };
     let run = |fault: &str| {
         let e = env(
@@ -229,4 +230,58 @@ fn eval_runs_the_policys_episodes_and_writes_their_exact_tokens() {
         .unwrap();
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("environment `no-such-env`"));
+}
+
+/// `eval` of an environment that fails an episode's first reset: the episode is run again and
+/// counts, and one that fails every time says so after its attempts.
+#[test]
+fn an_episode_the_environment_failed_is_run_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    common::tiny_model(dir, &"say go again and again\n".repeat(100), 280);
+    let eval = |fault: &str| {
+        std::fs::write(
+            dir.join("env.toml"),
+            format!("[env]\nfault = \"{fault}\"\n"),
+        )
+        .unwrap();
+        let out = dir.join(format!("{fault}.jsonl"));
+        let o = common::host_command(dir)
+            .args(["eval", "--env"])
+            .arg(workspace().join("tests/fixtures/env-faults"))
+            .args(["--env-config", "env.toml", "--model-path", "model"])
+            .args([
+                "--eval-tasks",
+                "1",
+                "--samples-per-prompt",
+                "2",
+                "--max-new-tokens",
+                "4",
+            ])
+            .arg("--episodes-out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let said = common::ok(o.clone()) + &String::from_utf8_lossy(&o.stdout);
+        let eps: Vec<serde_json::Value> = std::fs::read_to_string(&out)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (said, eps)
+    };
+    let (said, eps) = eval("error_first_reset");
+    assert!(said.contains("failed 0"), "{said}");
+    assert!(said.contains("the first reset fails on purpose"), "{said}");
+    assert_eq!(eps.len(), 2);
+    let (said, eps) = eval("error_step");
+    assert!(said.contains("failed 2"), "{said}");
+    for e in &eps {
+        let why = e.to_string();
+        assert!(
+            why.contains("the second step fails on purpose")
+                && why.contains("the environment failed all 3 attempts"),
+            "{why}"
+        );
+    }
 }

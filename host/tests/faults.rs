@@ -587,7 +587,9 @@ fn a_hung_loss_stops_the_run_naming_the_plugin_and_sigterm_ends_it_within_the_gr
     assert!(!status.success());
     assert!(
         err.contains("did not stop within --shutdown-grace (2 s)")
-            && err.contains("plugin `hang` (loss) has been in `compute`"),
+            && err.contains("plugin `hang` (loss) has been in `compute`")
+            && err.contains("without a final checkpoint: training was in a step")
+            && err.contains("no checkpoint was written yet"),
         "{err}"
     );
     eprintln!(

@@ -393,19 +393,22 @@ impl Log {
                     .write(true)
                     .open(path)
                     .with_context(|| format!("cannot open {}", path.display()))?;
-                let len = f.metadata()?.len();
+                let at = || format!("cannot repair the torn tail of {}", path.display());
+                let len = f.metadata().with_context(at)?.len();
                 if last_valid < HEADER as u64 {
-                    f.set_len(0)?;
-                    f.seek(SeekFrom::Start(0))?;
-                    f.write_all(MAGIC)?;
-                    f.sync_data()?;
+                    f.set_len(0)
+                        .and_then(|_| f.seek(SeekFrom::Start(0)))
+                        .and_then(|_| f.write_all(MAGIC))
+                        .and_then(|_| f.sync_data())
+                        .with_context(at)?;
                     last_valid = HEADER as u64;
                 } else if last_valid < len {
                     // Cut the torn tail so new records follow the last whole one.
-                    f.set_len(last_valid)?;
-                    f.sync_data()?;
+                    f.set_len(last_valid)
+                        .and_then(|_| f.sync_data())
+                        .with_context(at)?;
                 }
-                f.seek(SeekFrom::Start(last_valid))?;
+                f.seek(SeekFrom::Start(last_valid)).with_context(at)?;
                 (*n, f, last_valid)
             }
             None => {
@@ -790,8 +793,9 @@ fn write_seq_floor(dir: &Path, floor: u64) -> Result<()> {
     let path = dir.join(SEQ_FLOOR);
     let tmp = dir.join(format!("{SEQ_FLOOR}.tmp"));
     let mut f = File::create(&tmp).with_context(|| format!("cannot write {}", tmp.display()))?;
-    f.write_all(format!("{floor}\n").as_bytes())?;
-    f.sync_all()?;
+    f.write_all(format!("{floor}\n").as_bytes())
+        .and_then(|_| f.sync_all())
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
     sync_dir(dir);
     Ok(())

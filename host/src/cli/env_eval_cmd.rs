@@ -48,6 +48,7 @@ pub fn run(flags: &EvalFlags, env_spec: &str, eval_tasks: usize) -> Result<i32> 
             call_timeout: call,
             evaluate_timeout: call.saturating_mul(10),
             full_wait: call.saturating_mul(10),
+            env_retries: 2,
         },
         agent: PolicyAgentOptions {
             sampling: SamplingParams {

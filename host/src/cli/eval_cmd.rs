@@ -340,6 +340,7 @@ fn measure(flags: &EvalFlags, suite: Suite, tasks: &SuiteTasks, model: &Path) ->
                     call_timeout: call,
                     evaluate_timeout: call.saturating_mul(10),
                     full_wait: call.saturating_mul(10),
+                    env_retries: 2,
                 },
                 agent: PolicyAgentOptions {
                     sampling: SamplingParams {

@@ -135,6 +135,14 @@ pub struct JobOptions {
     pub agent: PolicyAgentOptions,
 }
 
+/// Whether a failed episode's reason is the environment's (a reset, step or evaluate call that
+/// failed or hung, a full or unreachable pool) rather than the policy's or the task's.
+pub fn environment_failure(why: &str) -> bool {
+    !(why.starts_with("the agent failed")
+        || why.starts_with("the task does not fit")
+        || why.starts_with("the episode panicked"))
+}
+
 /// Runs the jobs `next` hands out, `parallel` at a time, until it hands out none; `on_done` gets
 /// each episode as it ends (on the worker that ran it). A panic in one episode (the policy, the
 /// agent) fails that episode alone.
@@ -149,23 +157,45 @@ pub fn run_jobs(
         for _ in 0..opts.parallel.max(1) {
             s.spawn(|| {
                 while let Some(job) = next() {
-                    let mut agent_opts = opts.agent.clone();
-                    agent_opts.sampling.seed = Some(job.seed).into();
-                    let mut agent = PolicyAgent::new(Arc::clone(&policy), agent_opts);
-                    let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        env.episode(&job.task, job.seed, &mut agent, &opts.episode)
-                    }));
-                    let episode = run.unwrap_or_else(|p| {
-                        let why = p
-                            .downcast_ref::<String>()
-                            .map(String::as_str)
-                            .or_else(|| p.downcast_ref::<&str>().copied())
-                            .unwrap_or("(no message)");
-                        Episode::new(
-                            &job.task.id,
-                            Ending::Failed(format!("the episode panicked: {why}")),
-                        )
-                    });
+                    let attempts = opts.episode.env_retries + 1;
+                    let mut attempt = 0;
+                    let (episode, agent) = loop {
+                        attempt += 1;
+                        let mut agent_opts = opts.agent.clone();
+                        agent_opts.sampling.seed = Some(job.seed).into();
+                        let mut agent = PolicyAgent::new(Arc::clone(&policy), agent_opts);
+                        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            env.episode(&job.task, job.seed, &mut agent, &opts.episode)
+                        }));
+                        let mut episode = run.unwrap_or_else(|p| {
+                            let why = p
+                                .downcast_ref::<String>()
+                                .map(String::as_str)
+                                .or_else(|| p.downcast_ref::<&str>().copied())
+                                .unwrap_or("(no message)");
+                            Episode::new(
+                                &job.task.id,
+                                Ending::Failed(format!("the episode panicked: {why}")),
+                            )
+                        });
+                        // An episode the environment failed (a pool gone, an env error) says
+                        // nothing of the policy: it is run again, up to `env_retries` times.
+                        if let Ending::Failed(why) = &mut episode.ending {
+                            if environment_failure(why) {
+                                if attempt < attempts {
+                                    tracing::warn!(
+                                        "task {}: the environment failed the episode (attempt {attempt} of {attempts}), running it again: {why}",
+                                        job.task.id
+                                    );
+                                    continue;
+                                }
+                                if attempts > 1 {
+                                    why.push_str(&format!(" (the environment failed all {attempts} attempts)"));
+                                }
+                            }
+                        }
+                        break (episode, agent);
+                    };
                     on_done(EpisodeRecord {
                         job,
                         episode,

@@ -39,6 +39,8 @@ pub struct EpisodeOptions {
     /// How long an episode waits for a slot when every environment pool is full before it
     /// fails (a pool smaller than `PARALLEL_ENVS` is a queue, not an error).
     pub full_wait: Duration,
+    /// Times an episode the environment failed is run again before it counts as failed.
+    pub env_retries: u32,
 }
 
 impl Default for EpisodeOptions {
@@ -48,6 +50,7 @@ impl Default for EpisodeOptions {
             call_timeout: Duration::from_secs(60),
             evaluate_timeout: Duration::from_secs(600),
             full_wait: Duration::from_secs(600),
+            env_retries: 2,
         }
     }
 }

@@ -555,6 +555,7 @@ where
                         call_timeout: call,
                         evaluate_timeout: call.saturating_mul(10),
                         full_wait: call.saturating_mul(10),
+                        env_retries: 2,
                     },
                     agent: PolicyAgentOptions {
                         sampling: SamplingParams {
@@ -702,6 +703,7 @@ where
             unwritable_timeout: (self.cfg.buffer_unwritable_timeout > 0)
                 .then(|| Duration::from_secs(self.cfg.buffer_unwritable_timeout)),
             log: self.serving.as_ref().map(|s| s.log()),
+            save_dir: PathBuf::from(&self.cfg.save_dir),
         };
         let watch = stop.clone();
         // One signal listener for the whole run, so no signal falls between two polls; it
@@ -762,6 +764,8 @@ struct Limits {
     unwritable_timeout: Option<Duration>,
     /// The buffer serving writes.
     log: Option<Arc<Log>>,
+    /// Where checkpoints go, to say what a stop left saved.
+    save_dir: PathBuf,
 }
 
 impl Limits {
@@ -850,6 +854,24 @@ impl PipelineHandle {
         }
     }
 
+    /// What a stop that left training mid-step did not save: the step it was in and the
+    /// newest whole checkpoint, which stays.
+    fn unsaved(&self) -> String {
+        let taken = self.metrics.train_steps.get();
+        let kept = openclaw_models::checkpoints::latest_checkpoint(&self.limits.save_dir)
+            .ok()
+            .map(|c| c.display().to_string());
+        format!(
+            " without a final checkpoint: training was in a step after the {taken} it took in this run; {}",
+            match kept {
+                Some(c) => format!(
+                    "the newest whole checkpoint, {c}, stays, and what was trained after it is trained again from the buffer at the next start"
+                ),
+                None => "no checkpoint was written yet: the next start trains from the beginning of the buffer".into(),
+            }
+        )
+    }
+
     /// Stops every loop and waits for them, at most `--shutdown-grace` in all: training saves
     /// its final checkpoint, the server drains, producers end, the judge workers finish their
     /// calls. What has not ended by then (a plugin call that hangs) is left behind with an
@@ -930,9 +952,9 @@ impl PipelineHandle {
                     format!(": {}", calls.join("; "))
                 },
                 if stuck.iter().any(|s| s == "training") {
-                    " without a final checkpoint"
+                    self.unsaved()
                 } else {
-                    ""
+                    String::new()
                 }
             );
             tracing::error!("{why}");

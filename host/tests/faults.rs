@@ -1058,3 +1058,60 @@ fn nan_weights_are_refused_and_a_step_that_always_fails_stops_the_run() {
     let said = unhealthy.expect("/healthz never said the trainer cannot step");
     assert!(said.contains("the trainer cannot step"), "{said}");
 }
+
+/// The largest resident size of any child process waited for so far, bytes.
+fn children_peak_rss() -> u64 {
+    // SAFETY: getrusage writes into the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+    u.ru_maxrss as u64 * 1024
+}
+
+#[test]
+fn an_oversized_or_undecodable_data_record_is_skipped_unread_and_nothing_trained_fails() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    tiny_model(dir);
+    // One 60 MB line, one line that is not UTF-8, nothing else.
+    let mut data = format!(
+        r#"{{"session_id":"a","turns":[{{"type":"main","prompt":"{}","response":"x","reward":1.0}}]}}"#,
+        "p".repeat(60 << 20)
+    )
+    .into_bytes();
+    data.extend_from_slice(b"\n{\"session_id\":\"\xff\"}\n");
+    std::fs::write(dir.join("data.jsonl"), data).unwrap();
+    let o = host_command(dir)
+        .args([
+            "train",
+            "--data-path",
+            "data.jsonl",
+            "--model-path",
+            "model",
+        ])
+        .arg("--plugin")
+        .arg(workspace().join("methods/binary-rl"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("data.jsonl:1: a record of 62914") && err.contains("past the cap"),
+        "{err}"
+    );
+    assert!(err.contains("data.jsonl:2: not UTF-8"), "{err}");
+    assert!(err.contains("no trainable samples"), "{err}");
+    let peak = children_peak_rss();
+    assert!(peak < 1 << 30, "a child peaked at {} MB", peak >> 20);
+    // A directory where a file belongs is named as such.
+    let o = host_command(dir)
+        .args(["train", "--data-path", ".", "--model-path", "model"])
+        .arg("--plugin")
+        .arg(workspace().join("methods/binary-rl"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("is a directory"),
+        "{err}"
+    );
+}

@@ -275,7 +275,7 @@ impl Sandbox {
         let bwrap = find_binary(&config.bwrap)
             .ok_or_else(|| SandboxError::Missing(config.bwrap.clone()))?;
         let etc = tempfile::Builder::new()
-            .prefix("openclaw-sandbox-etc-")
+            .prefix(&format!("{ETC_PREFIX}{}-", std::process::id()))
             .tempdir()?;
         std::fs::write(
             etc.path().join("passwd"),
@@ -638,6 +638,9 @@ fn find_binary(name: &Path) -> Option<PathBuf> {
 /// How work directories' names begin (then the pid of the process that made them).
 const EPISODE_PREFIX: &str = "openclaw-episode-";
 
+/// How a sandbox's own `/etc` folder's name begins (then its process's pid).
+const ETC_PREFIX: &str = "openclaw-sandbox-etc-";
+
 /// Whether process `pid` is gone.
 fn dead(pid: u32) -> bool {
     // SAFETY: signal 0 only checks the process exists.
@@ -647,11 +650,32 @@ fn dead(pid: u32) -> bool {
 
 /// The pid in a work directory's name, when it is one.
 fn owner_of(name: &str) -> Option<u32> {
-    name.strip_prefix(EPISODE_PREFIX)?
-        .split('-')
-        .next()?
-        .parse()
-        .ok()
+    owner_with(name, EPISODE_PREFIX)
+}
+
+/// The pid after `prefix` in `name` (`<prefix><pid>-…`), when it is there.
+fn owner_with(name: &str, prefix: &str) -> Option<u32> {
+    name.strip_prefix(prefix)?.split('-').next()?.parse().ok()
+}
+
+/// Removes the folders in `root` named `<prefix><pid>-…` whose process is gone (what a process
+/// killed with `kill -9` left of its temporary folders); how many. For the environments' own
+/// temporary folders too.
+pub fn clear_dead_folders(root: &Path, prefix: &str) -> usize {
+    let mut cleared = 0;
+    if let Ok(entries) = std::fs::read_dir(root) {
+        for e in entries.flatten() {
+            let name = e.file_name();
+            let stale = name
+                .to_str()
+                .and_then(|n| owner_with(n, prefix))
+                .is_some_and(dead);
+            if stale && std::fs::remove_dir_all(e.path()).is_ok() {
+                cleared += 1;
+            }
+        }
+    }
+    cleared
 }
 
 /// Clears what processes killed with `kill -9` left: their work directories' tmpfs mounts
@@ -682,15 +706,8 @@ fn clear_leftovers(root: &Path) -> usize {
             }
         }
     }
-    if let Ok(entries) = std::fs::read_dir(root) {
-        for e in entries.flatten() {
-            let name = e.file_name();
-            let stale = name.to_str().and_then(owner_of).is_some_and(dead);
-            if stale && std::fs::remove_dir_all(e.path()).is_ok() {
-                cleared += 1;
-            }
-        }
-    }
+    cleared += clear_dead_folders(root, EPISODE_PREFIX);
+    clear_dead_folders(&std::env::temp_dir(), ETC_PREFIX);
     if cleared > 0 {
         eprintln!(
             "sandbox: cleared {cleared} work directories and mounts left in {} by processes that were killed",

@@ -556,8 +556,11 @@ impl Env for TerminalEnv {
             return Err("output_chars must be between 16 and 1048576".into());
         }
         let (root, builtin) = if cfg.tasks_dir.is_empty() {
+            // Named with the pid, so a later start clears what a killed process left.
+            let prefix = "openclaw-terminal-tasks-";
+            openclaw_sandbox::clear_dead_folders(&std::env::temp_dir(), prefix);
             let dir = tempfile::Builder::new()
-                .prefix("openclaw-terminal-tasks-")
+                .prefix(&format!("{prefix}{}-", std::process::id()))
                 .tempdir()
                 .map_err(|e| format!("env `terminal`: unpacking the built-in tasks: {e}"))?;
             tasks::extract_builtin(dir.path())

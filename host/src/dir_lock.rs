@@ -14,9 +14,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-/// The lock file's name inside a locked directory.
-pub const LOCK_FILE: &str = "LOCK";
-
 /// An exclusive hold on a directory, released when dropped.
 #[derive(Debug)]
 pub struct DirLock {
@@ -27,11 +24,12 @@ pub struct DirLock {
 impl DirLock {
     /// Takes `dir` (created when missing) for this process, or fails at once naming the
     /// process that holds it. `what` names the directory in the error (`buffer directory`,
-    /// `save directory`) and `flag` the setting that moves it elsewhere.
+    /// `save directory`) and the lock file (`buffer directory.lock`: one directory may be both,
+    /// with a lock for each), and `flag` the setting that moves it elsewhere.
     pub fn acquire(dir: &Path, what: &str, flag: &str) -> Result<DirLock> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the {what} {}", dir.display()))?;
-        let path = dir.join(LOCK_FILE);
+        let path = dir.join(format!(".{}.lock", what.replace(' ', "-")));
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -78,6 +76,13 @@ impl DirLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_directory_can_be_both_a_buffer_and_a_save_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let _buffer = DirLock::acquire(dir.path(), "buffer directory", "--rl-buffer-dir").unwrap();
+        let _save = DirLock::acquire(dir.path(), "save directory", "--save").unwrap();
+    }
 
     #[test]
     fn a_second_hold_is_refused_naming_the_holder_and_a_drop_frees_it() {

@@ -385,19 +385,19 @@ fn a_pool_client_names_only_the_pools_tasks_and_reads_no_host_file() {
         "32",
     ]);
     let mut n = 0;
-    let mut lease = || {
+    let mut lease = |key: &str| {
         n += 1;
         let (s, a) = post(
             &p.url,
             "/allocate",
-            json!({"task_key": "t", "request_id": format!("r{n}")}),
+            json!({"task_key": key, "request_id": format!("r{n}")}),
         );
         assert_eq!(s, 200, "{a}");
         a["lease_id"].as_str().unwrap().to_string()
     };
     // One lease plants a task folder whose files link to host secrets, and reads where its
     // work directory is.
-    let planter = lease();
+    let planter = lease("count-words");
     let (s, r) = post(
         &p.url,
         "/reset",
@@ -439,7 +439,7 @@ fn a_pool_client_names_only_the_pools_tasks_and_reads_no_host_file() {
     .into_iter()
     .enumerate()
     {
-        let id = lease();
+        let id = lease("count-words");
         let (s, r) = post(&p.url, "/reset", json!({"lease_id": id, "task": task}));
         let text = r.to_string();
         assert_eq!(s, 400, "case {i}: {text}");
@@ -450,15 +450,36 @@ fn a_pool_client_names_only_the_pools_tasks_and_reads_no_host_file() {
         assert!(!secrets.iter().any(|x| text.contains(x)), "case {i}: {text}");
     }
     // The original's form names a task too, and only that.
-    let id = lease();
+    let id = lease("count-words");
     let (s, r) = post(
         &p.url,
         "/reset",
         json!({"lease_id": id, "task_meta": {"task_name": "evil", "task_path": planted}}),
     );
     assert_eq!(s, 400, "{r}");
+    // A lease runs the task it was allocated for, and no other; a task the pool does not
+    // have gets no lease (so the per-task cap counts real tasks).
+    let id = lease("count-words");
+    let (s, r) = post(
+        &p.url,
+        "/reset",
+        json!({"lease_id": id, "task": {"id": "top-words"}}),
+    );
+    assert!(
+        s == 400 && r.to_string().contains("allocated for task `count-words`"),
+        "{r}"
+    );
+    let (s, r) = post(
+        &p.url,
+        "/allocate",
+        json!({"task_key": "made-up", "request_id": "x"}),
+    );
+    assert!(
+        s == 400 && r.to_string().contains("not one of this pool's"),
+        "{r}"
+    );
     // The pool's own task by id, and with its own data, runs.
-    let id = lease();
+    let id = lease("top-words");
     let (s, r) = post(
         &p.url,
         "/reset",
@@ -472,7 +493,7 @@ fn a_pool_client_names_only_the_pools_tasks_and_reads_no_host_file() {
         .find(|t| t["id"] == "create-hello")
         .unwrap()
         .clone();
-    let id = lease();
+    let id = lease("create-hello");
     let (s, r) = post(&p.url, "/reset", json!({"lease_id": id, "task": own}));
     assert_eq!(s, 200, "{r}");
     assert!(

@@ -137,9 +137,8 @@ impl Cgroups {
                     .to_str()
                     .and_then(|n| n.strip_prefix("openclaw-sandbox-"))
                     .and_then(|n| n.split('-').next())
-                    .and_then(|p| p.parse::<libc::pid_t>().ok());
-                // SAFETY: signal 0 only checks the process exists.
-                if pid.is_some_and(|p| unsafe { libc::kill(p, 0) } != 0) {
+                    .and_then(|p| p.parse::<u32>().ok());
+                if pid.is_some_and(crate::dead) {
                     if let Ok(groups) = std::fs::read_dir(e.path()) {
                         for g in groups.flatten().filter(|g| g.path().is_dir()) {
                             let _ = std::fs::remove_dir(g.path());

@@ -641,8 +641,8 @@ const EPISODE_PREFIX: &str = "openclaw-episode-";
 /// How a sandbox's own `/etc` folder's name begins (then its process's pid).
 const ETC_PREFIX: &str = "openclaw-sandbox-etc-";
 
-/// Whether process `pid` is gone.
-fn dead(pid: u32) -> bool {
+/// Whether process `pid` is gone (no such process; a process we may not signal is alive).
+pub(crate) fn dead(pid: u32) -> bool {
     // SAFETY: signal 0 only checks the process exists.
     let missing = unsafe { libc::kill(pid as libc::pid_t, 0) } != 0;
     missing && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)

@@ -58,6 +58,8 @@ pub const REFUSED: &[(&str, libc::c_long)] = &[
     ("adjtimex", libc::SYS_adjtimex),
     ("fanotify_init", libc::SYS_fanotify_init),
     ("vhangup", libc::SYS_vhangup),
+    ("pidfd_getfd", libc::SYS_pidfd_getfd),
+    ("process_madvise", libc::SYS_process_madvise),
 ];
 
 /// The filter as the bytes bubblewrap reads (an array of `struct sock_filter`), for this
@@ -79,12 +81,32 @@ pub fn program() -> Result<Vec<u8>, String> {
     )
     .map_err(|e| format!("seccomp: {e}"))?;
     let program: BpfProgram = filter.try_into().map_err(|e| format!("seccomp: {e:?}"))?;
-    let mut bytes = Vec::with_capacity(program.len() * 8);
+    let mut bytes = Vec::with_capacity((program.len() + 5) * 8);
+    let mut push = |code: u16, jt: u8, jf: u8, k: u32| {
+        bytes.extend_from_slice(&code.to_ne_bytes());
+        bytes.push(jt);
+        bytes.push(jf);
+        bytes.extend_from_slice(&k.to_ne_bytes());
+    };
+    // x32 calls carry x86_64's architecture and their number plus 0x40000000, so they match
+    // none of the rules by number: refuse them all before the compiled program runs (its own
+    // jumps are relative, so what comes before it does not move them).
+    if cfg!(target_arch = "x86_64") {
+        const LD_W_ABS: u16 = 0x20;
+        const JEQ_K: u16 = 0x15;
+        const JGE_K: u16 = 0x35;
+        const RET_K: u16 = 0x06;
+        const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+        const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+        const RET_ERRNO: u32 = 0x0005_0000;
+        push(LD_W_ABS, 0, 0, 4); // seccomp_data.arch
+        push(JEQ_K, 0, 3, AUDIT_ARCH_X86_64);
+        push(LD_W_ABS, 0, 0, 0); // seccomp_data.nr
+        push(JGE_K, 0, 1, X32_SYSCALL_BIT);
+        push(RET_K, 0, 0, RET_ERRNO | libc::EPERM as u32);
+    }
     for f in &program {
-        bytes.extend_from_slice(&f.code.to_ne_bytes());
-        bytes.push(f.jt);
-        bytes.push(f.jf);
-        bytes.extend_from_slice(&f.k.to_ne_bytes());
+        push(f.code, f.jt, f.jf, f.k);
     }
     Ok(bytes)
 }

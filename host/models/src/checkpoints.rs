@@ -85,8 +85,11 @@ pub fn write_checksums(dir: &Path) -> Result<()> {
 /// checkpoint written before checksums (none listed) passes. Errors name the file.
 pub fn verify_checksums(dir: &Path) -> Result<()> {
     let path = dir.join(CHECKSUMS);
-    let Ok(text) = std::fs::read_to_string(&path) else {
-        return Ok(());
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        // Written before checksums were kept.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
     let v: serde_json::Value = serde_json::from_str(&text)
         .with_context(|| format!("{}: not JSON (the checkpoint is damaged)", path.display()))?;

@@ -109,7 +109,8 @@ pub fn load_weights_with<B: Backend>(
     gguf: GgufWeights,
 ) -> Result<Model<B>> {
     let path = source.path();
-    if crate::checkpoints::written_by_trainer(path) {
+    // Any directory that lists checksums is checked, whatever else in it is damaged.
+    if path.is_dir() {
         crate::checkpoints::verify_checksums(path)?;
     }
     let cfg = openclaw_engine::LoadConfig { gguf };

@@ -333,6 +333,15 @@ async fn allocate(
     if task_key.len() > 512 || request_id.len() > 512 {
         return Err(bad("`task_key` and `request_id` are at most 512 bytes"));
     }
+    // The per-task cap counts real tasks: a lease is for one of the pool's, and `/reset` runs
+    // that one only.
+    if !pool.tasks.contains_key(&task_key) {
+        return Err(bad(format!(
+            "task `{}` is not one of this pool's {} tasks (GET /tasks lists them)",
+            task_key.chars().take(100).collect::<String>(),
+            pool.tasks.len()
+        )));
+    }
     let mut leases = pool.leases.lock().expect("lease table");
     if let Some((id, lease)) = leases
         .iter_mut()
@@ -458,6 +467,12 @@ async fn reset(
     {
         let mut leases = pool.leases.lock().expect("lease table");
         let lease = Pool::touch(&mut leases, &lease_id, addr.ip())?;
+        if lease.task_key != task.id.as_str() {
+            return Err(bad(format!(
+                "lease `{lease_id}` was allocated for task `{}`, not `{}`",
+                lease.task_key, task.id
+            )));
+        }
         if lease.episode.is_some() || lease.resetting {
             return Err(Failure(
                 StatusCode::CONFLICT,

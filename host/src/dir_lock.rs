@@ -10,7 +10,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
@@ -18,7 +18,6 @@ use anyhow::{bail, Context, Result};
 #[derive(Debug)]
 pub struct DirLock {
     _file: File,
-    dir: PathBuf,
 }
 
 impl DirLock {
@@ -61,15 +60,7 @@ impl DirLock {
             .and_then(|_| writeln!(file, "{}", std::process::id()))
             .and_then(|_| file.sync_data())
             .with_context(|| format!("cannot write {}", path.display()))?;
-        Ok(DirLock {
-            _file: file,
-            dir: dir.to_path_buf(),
-        })
-    }
-
-    /// The locked directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
+        Ok(DirLock { _file: file })
     }
 }
 

@@ -77,7 +77,6 @@ pub struct Pool {
     /// names a task; its data (a folder, files) is never the client's to choose.
     tasks: HashMap<String, Task>,
     leases: Mutex<HashMap<String, Lease>>,
-    next: AtomicU64,
     /// Leases closed by the reaper, for `/status`.
     reaped: AtomicU64,
     /// Leases granted since the start, for `/status`.
@@ -95,6 +94,11 @@ impl IntoResponse for Failure {
         }
         (self.0, Json(body)).into_response()
     }
+}
+
+/// HTTP 429 with the original's code for what is full.
+fn full(msg: String, code: &'static str) -> Failure {
+    Failure(StatusCode::TOO_MANY_REQUESTS, msg, Some(code))
 }
 
 fn bad(msg: impl Into<String>) -> Failure {
@@ -133,7 +137,6 @@ impl Pool {
             opts,
             tasks,
             leases: Mutex::default(),
-            next: AtomicU64::new(1),
             reaped: AtomicU64::new(0),
             granted: AtomicU64::new(0),
         }))
@@ -351,38 +354,34 @@ async fn allocate(
         return Ok(Json(json!({"ok": true, "lease_id": id, "reused": true})));
     }
     if leases.len() >= pool.opts.max_leases {
-        return Err(Failure(
-            StatusCode::TOO_MANY_REQUESTS,
+        return Err(full(
             format!(
                 "all {} leases are taken; try another pool or later",
                 pool.opts.max_leases
             ),
-            Some("RUN_SLOTS_EXHAUSTED"),
+            "RUN_SLOTS_EXHAUSTED",
         ));
     }
     let mine = leases.values().filter(|l| l.client == client).count();
     if mine >= pool.opts.max_leases_per_client {
-        return Err(Failure(
-            StatusCode::TOO_MANY_REQUESTS,
+        return Err(full(
             format!(
                 "this client holds its {} leases (--max-leases-per-client); close one or try later",
                 pool.opts.max_leases_per_client
             ),
-            Some("RUN_SLOTS_EXHAUSTED"),
+            "RUN_SLOTS_EXHAUSTED",
         ));
     }
     let of_task = leases.values().filter(|l| l.task_key == task_key).count();
     if of_task >= pool.opts.max_leases_per_task {
-        return Err(Failure(
-            StatusCode::TOO_MANY_REQUESTS,
+        return Err(full(
             format!(
                 "task `{task_key}` has its {} leases; try another pool or later",
                 pool.opts.max_leases_per_task
             ),
-            Some("TASK_SLOTS_EXHAUSTED"),
+            "TASK_SLOTS_EXHAUSTED",
         ));
     }
-    pool.next.fetch_add(1, Ordering::Relaxed);
     pool.granted.fetch_add(1, Ordering::Relaxed);
     // 128 bits from a generator seeded by the OS: an id cannot be guessed, and one from
     // before a restart never matches.

@@ -185,59 +185,45 @@ async fn health<B: Backend>(State(app): State<Arc<App<B>>>) -> Response
 where
     Model<B>: Send + Sync,
 {
-    // Unhealthy while answers cannot be recorded: a balancer should send clients elsewhere.
-    if let Some((since, why)) = app.recorder.log().unwritable() {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({
-                "ok": false,
-                "reason": format!("the buffer cannot record turns (for {:.0} s): {why}", since.as_secs_f64()),
-                "weight_version": app.engine.weights.version(),
-            })),
-        )
-            .into_response();
-    }
-    // A trainer whose steps keep failing learns nothing from what is served.
+    let free = app.admission.available_permits();
     let failing = app
         .metrics
         .train_failing
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .clone();
-    if let Some(why) = failing {
+    // Unhealthy when answers cannot be recorded, when what is served can no longer train, or
+    // when a chat request now would be refused: a balancer should send clients elsewhere.
+    let reason = if let Some((since, why)) = app.recorder.log().unwritable() {
+        Some(format!(
+            "the buffer cannot record turns (for {:.0} s): {why}",
+            since.as_secs_f64()
+        ))
+    } else if let Some(why) = failing {
         let n = app.metrics.train_failed_in_a_row.get();
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({
-                "ok": false,
-                "reason": format!("the trainer cannot step: its last {n} steps failed; the last: {why}"),
-                "weight_version": app.engine.weights.version(),
-            })),
-        )
-            .into_response();
-    }
-    // Saturated: every slot is taken, so a chat request now would be refused.
-    let free = app.admission.available_permits();
-    if free == 0 {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            Json(json!({
-                "ok": false,
-                "reason": format!("at capacity: all {} request slots are taken (--max-inflight)", app.opts.max_inflight),
-                "inflight": app.opts.max_inflight,
-                "max_inflight": app.opts.max_inflight,
-                "weight_version": app.engine.weights.version(),
-            })),
-        )
-            .into_response();
-    }
-    Json(json!({
-        "ok": true,
+        Some(format!(
+            "the trainer cannot step: its last {n} steps failed; the last: {why}"
+        ))
+    } else if free == 0 {
+        Some(format!(
+            "at capacity: all {} request slots are taken (--max-inflight)",
+            app.opts.max_inflight
+        ))
+    } else {
+        None
+    };
+    let body = json!({
+        "ok": reason.is_none(),
+        "reason": reason,
         "weight_version": app.engine.weights.version(),
         "inflight": app.opts.max_inflight.saturating_sub(free),
         "max_inflight": app.opts.max_inflight,
-    }))
-    .into_response()
+    });
+    let status = match reason {
+        Some(_) => StatusCode::SERVICE_UNAVAILABLE,
+        None => StatusCode::OK,
+    };
+    (status, Json(body)).into_response()
 }
 
 async fn metrics<B: Backend>(State(app): State<Arc<App<B>>>) -> Response

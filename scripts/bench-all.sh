@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every speed comparison the README quotes, back to back on this machine, then one table of
 # ratios (ours / anchor; above 1 is faster) with the CPU and its SIMD features:
-#   training      `openclaw-host bench train`   vs PyTorch       (host/train/bench/torch_train.py)
+#   training      `openclaw-host bench train`   vs PyTorch       (host/trainer/bench/torch_train.py)
 #   prefill, decode, scoring of a random 4.2M Qwen3
 #                 `openclaw-host bench engine`  vs transformers  (host/engine/bench/torch_engine.py)
 #   SmolLM2-135M Q4_1 decode, batch 1 and 8, the weights in their blocks and dequantised to f32
@@ -58,7 +58,7 @@ logged() {
 }
 step "training (openclaw-host, then PyTorch)"
 "$BIN" bench train --steps "$STEPS" > "$OUT/train.json" # stderr: progress, or why STEPS is refused
-"$PY" host/train/bench/torch_train.py "$STEPS" > "$OUT/torch_train.json"
+"$PY" host/trainer/bench/torch_train.py "$STEPS" > "$OUT/torch_train.json"
 # The engine's measurements take milliseconds each, so a few seconds of a slow phase of the
 # machine can decide them: both sides run ROUNDS times, alternating, and each keeps its best.
 for round in $(seq 1 "$ROUNDS"); do

@@ -2,10 +2,10 @@
 //! the loaded library (`LossHandle`) and directly as a Rust function, in one process. Prints
 //! the medians and their ratio. Run with `cargo bench -p openclaw-integration-tests`.
 
-use openclaw_host::plugin::{LoadedPlugin, LossHandle};
 use openclaw_method_binary_rl::{BinaryRlLoss, DEFAULT_CONFIG};
 use openclaw_plugin_api::abi_stable::std_types::ROption;
 use openclaw_plugin_api::{HostServices, Loss, LossBatch};
+use openclaw_plugins::{LoadedPlugin, LossHandle};
 use std::path::Path;
 use std::time::{Duration, Instant};
 

@@ -17,7 +17,7 @@
 //! `cargo bench -p openclaw-integration-tests --bench buffer_vs_sqlite` (`BENCH_APPENDS` sets
 //! the appends per case, default 2,000).
 
-use openclaw_host::buffer::{Envelope, FsyncPolicy, Log, LogOptions, Record};
+use openclaw_buffer::{Envelope, FsyncPolicy, Log, LogOptions, Record};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

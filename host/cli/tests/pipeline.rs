@@ -1,0 +1,224 @@
+//! The run as a library, driven in-process: [`Pipeline`] built from a resolved configuration
+//! and real plugins built from the workspace, started, observed through its step callback and
+//! its handle, stopped, restarted on the same directories, and its checkpoint served by a
+//! serving-only pipeline through `checkpoint-latest`.
+
+mod common;
+
+use common::{free_port, inputs, workspace};
+use openclaw_buffer::{Log, Record};
+use openclaw_config::backend::{Cpu, Placement};
+use openclaw_lab::simulate::{Scoreboard, SimUsers, SimUsersOptions};
+use openclaw_pipeline::Pipeline;
+use openclaw_plugins::RunPlugins;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+fn run_flags(dir: &Path, model: &Path, steps: u64) -> Vec<(&'static str, String)> {
+    let d = |p: &str| dir.join(p).display().to_string();
+    vec![
+        (
+            "plugin",
+            workspace().join("methods/binary-rl").display().to_string(),
+        ),
+        ("model_path", model.display().to_string()),
+        ("port", free_port().to_string()),
+        ("rl_buffer_dir", d("rl_buffer")),
+        ("save_dir", d("checkpoints")),
+        ("log_dir", d("logs")),
+        ("max_steps", steps.to_string()),
+        ("rollout_batch_size", "4".into()),
+        ("default_max_tokens", "24".into()),
+        ("save_interval", "1".into()),
+        ("batch_timeout", "2".into()),
+        ("lr", "1e-4".into()),
+        // The simulated users write what the keyword rules read.
+        ("judge", "rule".into()),
+    ]
+}
+
+/// Runs the four loops with simulated users until `--max-steps`; returns the steps observed.
+fn run_until_done(dir: &Path, model: &Path, steps: u64) -> (Vec<u64>, u64, Option<u64>) {
+    let plugins = RunPlugins::load(|| inputs(&run_flags(dir, model, steps))).unwrap();
+    let cfg = plugins.resolved.config.clone();
+    let pipeline =
+        Pipeline::<Cpu>::four_loops(&cfg, &plugins, &Placement::all(Default::default())).unwrap();
+    let resumed_at = pipeline.resumed.as_ref().map(|r| r.step);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let observer = seen.clone();
+    let handle = pipeline
+        .start(move |ev| observer.lock().unwrap().push(ev.report.step))
+        .unwrap();
+    let base_url = handle.base_url().expect("the run serves");
+    assert!(base_url.starts_with("http://127.0.0.1:"));
+    let users = SimUsers::start(
+        SimUsersOptions {
+            base_url: base_url.clone(),
+            api_key: String::new(),
+            users: 4,
+            seed: 7,
+            requests: 0.25,
+            tasks: openclaw_sim::TaskSet::standard().train,
+        },
+        Arc::new(Scoreboard::default()),
+    );
+    handle.wait();
+    users.stop();
+    let metrics = handle.metrics().clone();
+    let summary = handle.shutdown().unwrap().expect("the four loops train");
+    let steps_metric = metrics.train_steps.get();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(steps_metric as usize, seen.len());
+    (seen, summary.step, resumed_at)
+}
+
+#[test]
+fn the_four_loops_run_in_process_resume_and_their_checkpoint_serves() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let model =
+        openclaw_lab::default_model::ensure_default_model(&dir.join("home"), false).unwrap();
+
+    // A first life: three steps, observed one by one.
+    let (seen, last, resumed) = run_until_done(dir, &model, 3);
+    assert_eq!(resumed, None);
+    assert_eq!(seen, vec![1, 2, 3]);
+    assert_eq!(last, 3);
+    let records = Log::read_all(&dir.join("rl_buffer")).unwrap().records;
+    let count = |kind: &str| records.iter().filter(|e| e.record.kind() == kind).count();
+    assert!(count("turn") >= 12, "{} turns", count("turn"));
+    assert!(count("judgement") >= 12 && count("sample") >= 12);
+    assert!(records
+        .iter()
+        .any(|e| matches!(&e.record, Record::NextState { .. })));
+    let latest = dir.join("checkpoints/checkpoint-latest");
+    assert_eq!(
+        std::fs::read_link(&latest).unwrap(),
+        Path::new("checkpoint-3")
+    );
+
+    // A second life on the same directories continues from the checkpoint.
+    let (seen, last, resumed) = run_until_done(dir, &model, 5);
+    assert_eq!(resumed, Some(3));
+    assert_eq!(seen, vec![4, 5]);
+    assert_eq!(last, 5);
+
+    // Serving alone, from `checkpoint-latest` as a path: answers and records the turn.
+    let flags = vec![
+        ("model_path", latest.display().to_string()),
+        ("port", free_port().to_string()),
+        (
+            "rl_buffer_dir",
+            dir.join("serve_buffer").display().to_string(),
+        ),
+    ];
+    let cfg = openclaw_config::resolve(&inputs(&flags), &Default::default())
+        .unwrap()
+        .config;
+    let handle = Pipeline::<Cpu>::serving(&cfg, &Placement::all(Default::default()))
+        .unwrap()
+        .start(|_| {})
+        .unwrap();
+    let body = serde_json::json!({
+        "model": "default",
+        "messages": [{"role": "user", "content": "What is 2 + 2?"}],
+        "max_tokens": 8,
+    });
+    let mut res = ureq::post(&format!("{}/chat/completions", handle.base_url().unwrap()))
+        .send_json(&body)
+        .unwrap();
+    let answer: serde_json::Value = res.body_mut().read_json().unwrap();
+    assert_eq!(answer["object"], "chat.completion");
+    handle.stop();
+    handle.wait();
+    assert_eq!(handle.shutdown().unwrap().map(|s| s.step), None);
+    let served = Log::read_all(&dir.join("serve_buffer")).unwrap().records;
+    assert_eq!(
+        served.iter().filter(|e| e.record.kind() == "turn").count(),
+        1
+    );
+}
+
+/// `train`'s pipeline: a scored trajectory file, several passes, nothing served; cut short by
+/// `--max-steps` and resumed from its checkpoint, it takes the remaining steps and no more.
+#[test]
+fn offline_training_is_a_pipeline_that_resumes_after_the_consumed_samples() {
+    use openclaw_pipeline::Dataset;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let model =
+        openclaw_lab::default_model::ensure_default_model(&dir.join("home"), false).unwrap();
+    let data = dir.join("rl.jsonl");
+    let lines: Vec<String> = (0..5)
+        .map(|i| {
+            serde_json::json!({"session_id": format!("s{i}"), "turns": [
+                {"type": "main", "prompt": [{"role": "user", "content": format!("Question {i}?")}],
+                 "response": {"role": "assistant", "content": "An answer."},
+                 "reward": if i % 2 == 0 { 1.0 } else { -1.0 }, "trainable": true}]})
+            .to_string()
+        })
+        .collect();
+    std::fs::write(&data, lines.join("\n") + "\n").unwrap();
+    let d = |p: &str| dir.join(p).display().to_string();
+    let life = |extra: &[(&'static str, String)]| {
+        let mut flags = vec![
+            (
+                "plugin",
+                workspace().join("methods/binary-rl").display().to_string(),
+            ),
+            ("model_path", model.display().to_string()),
+            ("data_path", data.display().to_string()),
+            ("save_dir", d("checkpoints")),
+            ("log_dir", d("logs")),
+            ("rollout_batch_size", "2".into()),
+            ("save_interval", "1".into()),
+        ];
+        flags.extend_from_slice(extra);
+        let plugins = RunPlugins::load(|| inputs(&flags)).unwrap();
+        let cfg = plugins.resolved.config.clone();
+        let placement = Placement::all(Default::default());
+        let dataset = Dataset::load::<Cpu>(&plugins, &cfg, &placement).unwrap();
+        assert_eq!(dataset.samples.len(), 5);
+        // Two passes over five samples in batches of two: five steps.
+        let pipeline =
+            Pipeline::<Cpu>::offline(&cfg, &plugins, &placement, dataset.samples, 2).unwrap();
+        let resumed = pipeline
+            .resumed
+            .as_ref()
+            .map(|r| (r.step, r.consumed_through));
+        let last_step = pipeline.last_step;
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let observer = seen.clone();
+        let handle = pipeline
+            .start(move |ev| {
+                observer
+                    .lock()
+                    .unwrap()
+                    .push((ev.report.step, ev.sample_seqs.clone()))
+            })
+            .unwrap();
+        assert_eq!(handle.base_url(), None, "nothing serves");
+        handle.wait();
+        let summary = handle.shutdown().unwrap().expect("it trains");
+        let seen = seen.lock().unwrap().clone();
+        (resumed, last_step, seen, summary)
+    };
+
+    let (resumed, last, seen, summary) = life(&[("max_steps", "3".into())]);
+    assert_eq!((resumed, last), (None, Some(3)));
+    assert_eq!(
+        seen,
+        vec![(1, vec![1, 2]), (2, vec![3, 4]), (3, vec![5, 6])],
+        "sample positions run on across the passes"
+    );
+    assert_eq!(summary.step, 3);
+
+    let (resumed, last, seen, summary) = life(&[("resume_from_checkpoint", "latest".into())]);
+    assert_eq!((resumed, last), (Some((3, 6)), Some(5)));
+    assert_eq!(seen, vec![(4, vec![7, 8]), (5, vec![9, 10])]);
+    assert_eq!(summary.step, 5);
+    assert_eq!(
+        summary.checkpoint.as_deref(),
+        Some(dir.join("checkpoints/checkpoint-5").as_path())
+    );
+}

@@ -1,0 +1,577 @@
+//! The server with real clients: the `openai` npm package and the Python `openai` package
+//! against `openclaw-host serve` on loopback, a real (tiny, random) model, and the durable
+//! buffer checked afterwards. `.ci/run` installs both clients first.
+
+mod common;
+
+use common::{free_port, host_command, workspace};
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A tiny random model with a tokenizer trained on a little English.
+fn tiny_model(dir: &Path) -> PathBuf {
+    let words = "the a shark owl lives in the sea and eats fish three fruits are apple banana cherry gravity is the force that pulls objects thanks that helps list files here";
+    let corpus: String = (0..400)
+        .map(|i| {
+            let w: Vec<&str> = words.split(' ').collect();
+            (0..10)
+                .map(|j| w[(i * 7 + j * 3) % w.len()])
+                .collect::<Vec<_>>()
+                .join(" ")
+                + "\n"
+        })
+        .collect();
+    common::tiny_model(dir, &corpus, 600)
+}
+
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(model: &Path, buffer: &Path, extra: &[&str]) -> Server {
+    let port = free_port();
+    let child = host_command(model.parent().unwrap())
+        .arg("serve")
+        .arg("--model-path")
+        .arg(model)
+        .args(["--port", &port.to_string(), "--rl-buffer-dir"])
+        .arg(buffer)
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if ureq::get(&format!("{url}/healthz")).call().is_ok() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the server did not come up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Server { child, url }
+}
+
+fn export(buffer: &Path) -> Vec<Value> {
+    let o = host_command(buffer.parent().unwrap())
+        .args(["buffer", "export", "--rl-buffer-dir"])
+        .arg(buffer)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn run_client(cmd: &mut Command, server: &Server) -> Value {
+    let o = cmd
+        .env("OPENCLAW_BASE_URL", format!("{}/v1", server.url))
+        .env("OPENCLAW_API_KEY", "test-key")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        o.status.success(),
+        "{cmd:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = String::from_utf8(o.stdout).unwrap();
+    serde_json::from_str(out.lines().last().unwrap()).unwrap()
+}
+
+#[test]
+fn npm_and_python_openai_clients_work_and_every_turn_is_recorded() {
+    let clients = workspace().join("tests/clients");
+    assert!(
+        clients.join("node_modules/openai").is_dir(),
+        "the npm client is not installed: run `npm install --prefix tests/clients` (as .ci/run does)"
+    );
+    let python = common::python();
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let buffer = tmp.path().join("rl_buffer");
+    let server = start(&model, &buffer, &["--api-key", "test-key"]);
+
+    // No key, wrong key.
+    let r = ureq::get(&format!("{}/v1/models", server.url))
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .call()
+        .unwrap();
+    assert_eq!(r.status(), 401);
+
+    let js = run_client(
+        Command::new("node").arg(clients.join("stream.mjs")),
+        &server,
+    );
+    assert!(js["stream"]["chunks"].as_u64().unwrap() >= 3, "{js}");
+    assert!(
+        js["first"]["usage"]["completion_tokens"].as_u64().unwrap() >= 1,
+        "{js}"
+    );
+    assert!(
+        ["length", "stop"].contains(&js["second"]["finish_reason"].as_str().unwrap()),
+        "{js}"
+    );
+    assert_eq!(js["error"]["status"], 404, "{js}");
+    assert_eq!(js["error"]["code"], "model_not_found", "{js}");
+
+    let py = run_client(
+        Command::new(&python).arg(clients.join("client.py")),
+        &server,
+    );
+    assert!(
+        py["plain"]["completion_tokens"].as_u64().unwrap() >= 1,
+        "{py}"
+    );
+    assert!(py["stream"]["chunks"].as_u64().unwrap() >= 3, "{py}");
+    // The model id is the model directory's name; `default` is accepted too.
+    assert_eq!(py["models"][0], "model");
+
+    drop(server);
+    let sessions = export(&buffer);
+    // The tool round trip: one session, the tool result is the first turn's next state.
+    let tools = sessions
+        .iter()
+        .find(|s| s["session_id"] == "tools-1")
+        .expect("the tool session");
+    let turns = tools["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 2);
+    assert_eq!(turns[0]["next_state"]["role"], "tool");
+    assert_eq!(turns[0]["next_state"]["content"], "a.txt b.txt");
+    assert_eq!(turns[1]["prompt"][3]["role"], "tool");
+    for t in turns {
+        let ids = t["response_ids"].as_array().unwrap();
+        assert_eq!(ids.len(), t["response_logprobs"].as_array().unwrap().len());
+        assert!(!ids.is_empty());
+    }
+    // The header-less conversation continued by echoing the reply is one session.
+    let owl = sessions
+        .iter()
+        .find(|s| s["turns"][0]["prompt"][0]["content"] == "Describe the owl.")
+        .expect("the owl session");
+    assert_eq!(owl["turns"].as_array().unwrap().len(), 2, "{owl}");
+    assert_eq!(
+        owl["turns"][0]["next_state"]["content"],
+        "Thanks, that helps a lot."
+    );
+}
+
+#[test]
+fn bad_requests_get_the_right_answers_and_the_server_keeps_serving() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let buffer = tmp.path().join("rl_buffer");
+    let server = start(&model, &buffer, &["--max-body-bytes", "12000000"]);
+    let post = |body: &[u8]| {
+        let mut r = ureq::post(&format!("{}/v1/chat/completions", server.url))
+            .config()
+            .http_status_as_error(false)
+            .build()
+            .header("content-type", "application/json")
+            .send(body)
+            .unwrap();
+        let status = r.status().as_u16();
+        let text = r.body_mut().read_to_string().unwrap_or_default();
+        (
+            status,
+            serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
+        )
+    };
+    let ok = br#"{"messages":[{"role":"user","content":"hi"}],"max_tokens":3}"#;
+    let (s, v) = post(ok);
+    assert_eq!(s, 200, "{v}");
+
+    let (s, v) = post(b"{not json");
+    assert_eq!(
+        (s, v["error"]["type"].as_str()),
+        (400, Some("invalid_request_error"))
+    );
+    let (s, v) = post(br#"{"mesages":[]}"#);
+    assert_eq!(s, 400);
+    assert_eq!(v["error"]["param"], "mesages");
+    let (s, v) = post(br#"{"model":"gpt-x","messages":[{"role":"user","content":"hi"}]}"#);
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (404, Some("model_not_found"))
+    );
+    let (s, v) = post(br#"{"messages":[{"role":"user","content":"hi"}],"session_id":"../../etc"}"#);
+    assert_eq!(s, 400, "{v}");
+    // `user` names an end user, any string.
+    let (s, v) = post(
+        br#"{"messages":[{"role":"user","content":"hi"}],"user":"John Smith","max_tokens":2}"#,
+    );
+    assert_eq!(s, 200, "{v}");
+    // A completion budget the context cannot hold: vLLM's 400.
+    let (s, v) = post(br#"{"messages":[{"role":"user","content":"hi"}],"max_tokens":100000000}"#);
+    assert_eq!(
+        (s, v["error"]["code"].as_str(), v["error"]["param"].as_str()),
+        (400, Some("context_length_exceeded"), Some("max_tokens")),
+        "{v}"
+    );
+    // Penalties this server does not implement are refused by name.
+    let (s, v) = post(br#"{"messages":[{"role":"user","content":"hi"}],"presence_penalty":0.5}"#);
+    assert_eq!(
+        (s, v["error"]["param"].as_str()),
+        (400, Some("presence_penalty")),
+        "{v}"
+    );
+    // A body over the limit: the server answers once it has read past the limit, while the
+    // client is still sending.
+    let conn = std::net::TcpStream::connect(server.url.trim_start_matches("http://")).unwrap();
+    let mut writer = conn.try_clone().unwrap();
+    let sender = std::thread::spawn(move || {
+        let body = format!(
+            r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#,
+            "a".repeat(13_000_000)
+        );
+        let head = format!("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: {}\r\n\r\n", body.len());
+        let _ = writer.write_all(head.as_bytes());
+        let _ = writer.write_all(body.as_bytes()); // may fail once the server has answered
+    });
+    let mut reader = conn;
+    reader
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let mut answer = Vec::new();
+    let _ = reader.read_to_end(&mut answer);
+    let _ = sender.join();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("request_too_large"), "{answer}");
+    // A message far longer than the model's context (10 MB of words).
+    let long = format!(
+        r#"{{"messages":[{{"role":"user","content":"{}"}}]}}"#,
+        "shark fish ".repeat(1_000_000)
+    );
+    let (s, v) = post(long.as_bytes());
+    assert_eq!(
+        (s, v["error"]["code"].as_str()),
+        (400, Some("context_length_exceeded")),
+        "{v}"
+    );
+
+    // A client that disconnects mid-stream.
+    let mut stream =
+        std::net::TcpStream::connect(server.url.trim_start_matches("http://")).unwrap();
+    let body = br#"{"messages":[{"role":"user","content":"hi"}],"max_tokens":200,"stream":true}"#;
+    write!(stream, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()).unwrap();
+    stream.write_all(body).unwrap();
+    let mut first = [0u8; 64];
+    let _ = stream.read(&mut first);
+    drop(stream);
+
+    // Still serving.
+    for _ in 0..3 {
+        let (s, v) = post(ok);
+        assert_eq!(s, 200, "{v}");
+    }
+    let r = ureq::get(&format!("{}/metrics", server.url))
+        .call()
+        .unwrap()
+        .into_body()
+        .read_to_string()
+        .unwrap();
+    assert!(r.contains("openclaw_requests_total"), "{r}");
+    assert!(r.contains("openclaw_ttft_seconds"), "{r}");
+}
+
+/// A chat completion's whole response body (an SSE stream when the body asks for one).
+fn chat(server: &Server, body: &Value) -> String {
+    ureq::post(&format!("{}/v1/chat/completions", server.url))
+        .send_json(body)
+        .unwrap()
+        .into_body()
+        .read_to_string()
+        .unwrap()
+}
+
+/// The first seed under 20 for which `say` gives a reply of a few plain words, with the reply.
+fn seed_with_words<T>(say: impl Fn(u64) -> Option<(String, T)>) -> (u64, String, T) {
+    (0..20)
+        .find_map(|seed| {
+            let (text, extra) = say(seed)?;
+            (words(&text).len() >= 4).then_some((seed, text, extra))
+        })
+        .expect("the tiny model says a few words for some seed")
+}
+
+/// Reads an SSE body into the concatenated content and the last finish reason.
+fn read_stream(body: &str) -> (String, String) {
+    let mut content = String::new();
+    let mut finish = String::new();
+    for line in body.lines() {
+        let Some(data) = line.strip_prefix("data: ") else {
+            continue;
+        };
+        if data == "[DONE]" {
+            break;
+        }
+        let v: Value = serde_json::from_str(data).unwrap();
+        let choice = &v["choices"][0];
+        if let Some(t) = choice["delta"]["content"].as_str() {
+            content.push_str(t);
+        }
+        if let Some(f) = choice["finish_reason"].as_str() {
+            finish = f.to_string();
+        }
+    }
+    (content, finish)
+}
+
+/// The plain words of a reply (a random model also writes stray bytes).
+fn words(text: &str) -> Vec<&str> {
+    text.split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|w| w.len() >= 3)
+        .collect()
+}
+
+#[test]
+fn a_stop_string_ends_the_reply_before_it_streamed_or_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let server = start(&model, &tmp.path().join("rl_buffer"), &[]);
+    // Sampling with a fixed seed repeats itself exactly (greedy decoding of a random model
+    // repeats one byte token).
+    let ask = |seed: u64, stop: Option<&str>, stream: bool| -> String {
+        let mut body = serde_json::json!({
+            "messages": [{"role": "user", "content": "Describe the owl."}],
+            "max_tokens": 40, "temperature": 1, "seed": seed, "stream": stream,
+        });
+        if let Some(s) = stop {
+            body["stop"] = serde_json::json!([s]);
+        }
+        chat(&server, &body)
+    };
+    // A seed for which the model says a few words when nothing stops it.
+    let (seed, text, full) = seed_with_words(|seed| {
+        let full: Value = serde_json::from_str(&ask(seed, None, false)).unwrap();
+        let text = full["choices"][0]["message"]["content"]
+            .as_str()?
+            .to_string();
+        Some((text, full))
+    });
+    // A stop string from the second half of that reply.
+    let words = words(&text);
+    let stop = words[words.len() / 2];
+    let before = &text[..text.find(stop).unwrap()];
+
+    let cut: Value = serde_json::from_str(&ask(seed, Some(stop), false)).unwrap();
+    let shown = cut["choices"][0]["message"]["content"].as_str().unwrap();
+    assert_eq!(
+        shown.trim_end(),
+        before.trim_end(),
+        "stop {stop:?} in {text:?}"
+    );
+    assert!(!shown.contains(stop), "{shown:?}");
+    assert_eq!(cut["choices"][0]["finish_reason"], "stop");
+    assert!(
+        cut["usage"]["completion_tokens"].as_u64() < full["usage"]["completion_tokens"].as_u64(),
+        "generation ended at the stop string: {cut}"
+    );
+
+    let (streamed, finish) = read_stream(&ask(seed, Some(stop), true));
+    assert_eq!(
+        streamed.trim_end(),
+        before.trim_end(),
+        "stop {stop:?} in {text:?}"
+    );
+    assert_eq!(finish, "stop");
+}
+
+#[test]
+fn a_stop_string_ends_what_plugins_generate_too() {
+    use openclaw_config::backend::Cpu;
+    use openclaw_metrics::Metrics;
+    use openclaw_plugin_api::host::PolicyService;
+    use openclaw_plugin_api::{Message, SamplingParams};
+    use openclaw_policy::{ModelFiles, PolicyEngine, SchedulerOptions};
+
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let files = ModelFiles::<Cpu>::load_path(&model, &Default::default()).unwrap();
+    let opts = SchedulerOptions {
+        max_batch: 4,
+        max_inflight: 8,
+        prefix_cache: Default::default(),
+    };
+    let engine = PolicyEngine::start(files, 0, opts, std::sync::Arc::new(Metrics::new()));
+    let user = [Message::new("user", "Describe the owl.")];
+    let generate = |seed: u64, stop: Option<&str>| {
+        let params = SamplingParams {
+            max_tokens: 40,
+            seed: abi_stable::std_types::ROption::RSome(seed),
+            stop: stop.map(|s| vec![s.into()].into()).unwrap_or_default(),
+            ..Default::default()
+        };
+        engine.chat(&user, "", &params).unwrap()
+    };
+    let (seed, text, ()) =
+        seed_with_words(|seed| Some((generate(seed, None).message.content.to_string(), ())));
+    let stop = words(&text)[words(&text).len() / 2].to_string();
+    let before = &text[..text.find(&stop).unwrap()];
+    let cut = generate(seed, Some(&stop));
+    assert_eq!(
+        cut.message.content.trim_end(),
+        before.trim_end(),
+        "{stop:?} in {text:?}"
+    );
+    assert_eq!(cut.finish_reason.as_str(), "stop");
+}
+
+/// The key and admission are checked before the body is read, and admission covers the whole
+/// request.
+#[test]
+fn refusals_come_before_the_body_is_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let server = start(
+        &model,
+        &tmp.path().join("rl_buffer"),
+        &[
+            "--api-key",
+            "k",
+            "--max-inflight",
+            "1",
+            "--max-body-bytes",
+            "30000000",
+        ],
+    );
+    let addr = server.url.trim_start_matches("http://").to_string();
+    // Headers announcing 20 MB and no body at all: a wrong key is answered at once.
+    let mut conn = std::net::TcpStream::connect(&addr).unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: bearer wrong\r\nContent-Type: application/json\r\nContent-Length: 20000000\r\n\r\n").unwrap();
+    let mut head = [0u8; 12];
+    conn.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 401");
+    drop(conn);
+
+    // One request in flight (a long stream); the next one is refused before its body.
+    let mut first = std::net::TcpStream::connect(&addr).unwrap();
+    let body = br#"{"messages":[{"role":"user","content":"hi"}],"max_tokens":1000,"stream":true}"#;
+    write!(first, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: BEARER k\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n", body.len()).unwrap();
+    first.write_all(body).unwrap();
+    let mut started = [0u8; 12];
+    first.read_exact(&mut started).unwrap();
+    assert_eq!(&started, b"HTTP/1.1 200");
+    let mut second = std::net::TcpStream::connect(&addr).unwrap();
+    second
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    write!(second, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\nContent-Type: application/json\r\nContent-Length: 20000000\r\n\r\n").unwrap();
+    let mut head = [0u8; 12];
+    second.read_exact(&mut head).unwrap();
+    assert_eq!(&head, b"HTTP/1.1 429");
+    drop(first);
+    drop(second);
+
+    // Once the stream's client is gone its admission is released.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = ureq::post(&format!("{}/v1/chat/completions", server.url))
+            .header("authorization", "Bearer k")
+            .config()
+            .http_status_as_error(false)
+            .build()
+            .send_json(serde_json::json!({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}))
+            .unwrap();
+        if r.status() == 200 {
+            break;
+        }
+        assert_eq!(r.status(), 429);
+        assert!(
+            Instant::now() < deadline,
+            "the admission was never released"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// `logprobs` and `top_logprobs` as OpenAI answers them: one entry per sampled token, its
+/// alternatives most likely first, the same numbers the buffer records for training.
+#[test]
+fn logprobs_are_answered_as_openai_does_and_match_the_recorded_ones() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let buffer = tmp.path().join("rl_buffer");
+    let server = start(&model, &buffer, &[]);
+    let ask = |stream: bool| -> String {
+        let body = serde_json::json!({
+            "messages": [{"role": "user", "content": "Describe the owl."}],
+            "max_tokens": 6, "temperature": 0, "logprobs": true, "top_logprobs": 3,
+            "stream": stream, "session_id": if stream { "lp-stream" } else { "lp-plain" },
+        });
+        chat(&server, &body)
+    };
+    let plain: Value = serde_json::from_str(&ask(false)).unwrap();
+    let content = plain["choices"][0]["logprobs"]["content"]
+        .as_array()
+        .unwrap();
+    assert_eq!(
+        content.len() as u64,
+        plain["usage"]["completion_tokens"].as_u64().unwrap()
+    );
+    for e in content {
+        let lp = e["logprob"].as_f64().unwrap();
+        assert!(lp <= 0.0, "{e}");
+        let top = e["top_logprobs"].as_array().unwrap();
+        assert_eq!(top.len(), 3, "{e}");
+        let tops: Vec<f64> = top.iter().map(|t| t["logprob"].as_f64().unwrap()).collect();
+        assert!(tops.windows(2).all(|w| w[0] >= w[1]), "{tops:?}");
+        // Greedy: the sampled token is the most likely one.
+        assert_eq!(top[0]["token"], e["token"], "{e}");
+        assert!((tops[0] - lp).abs() < 1e-6);
+        assert!(e["bytes"].is_array());
+    }
+    // Streaming: the entries come with the chunks, as many in all.
+    let streamed: usize = ask(true)
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| {
+            let v: Value = serde_json::from_str(d).unwrap();
+            v["choices"][0]["logprobs"]["content"]
+                .as_array()
+                .map_or(0, Vec::len)
+        })
+        .sum();
+    assert_eq!(streamed, content.len());
+    drop(server);
+    // The buffer holds the same logprobs for training.
+    let recorded = export(&buffer)
+        .into_iter()
+        .find(|s| s["session_id"] == "lp-plain")
+        .expect("the session");
+    let recorded: Vec<f64> = recorded["turns"][0]["response_logprobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    let answered: Vec<f64> = content
+        .iter()
+        .map(|e| e["logprob"].as_f64().unwrap())
+        .collect();
+    assert_eq!(recorded.len(), answered.len());
+    for (a, b) in recorded.iter().zip(&answered) {
+        assert!((a - b).abs() < 1e-6, "{a} vs {b}");
+    }
+}

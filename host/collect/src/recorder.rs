@@ -1,0 +1,194 @@
+//! The recorder: what serving hands to collection. Every turn, next state and session end is
+//! appended to the durable buffer first, then passed on to the collection loop (when one runs).
+//!
+//! Overflow: the channel to collection is bounded and serving never waits on it. When it is
+//! full the event is counted (`openclaw_queue_overflow_total{queue="collect"}`) and not passed
+//! on; it is still in the buffer, and the next start's replay judges and trains it.
+
+use anyhow::Result;
+use openclaw_buffer::{Log, Record};
+use openclaw_plugin_api::{NextState, Turn, TurnType};
+use std::collections::HashMap;
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+
+/// What collection hears, each already durable under its buffer sequence number.
+#[derive(Clone, Debug)]
+pub enum CollectEvent {
+    /// A turn was served.
+    Turn {
+        /// Its buffer sequence number.
+        seq: u64,
+        /// The turn.
+        turn: Box<Turn>,
+    },
+    /// A turn got its next state.
+    NextState {
+        /// The session.
+        session_id: String,
+        /// The turn.
+        turn_index: u32,
+        /// What followed it.
+        next_state: NextState,
+    },
+    /// A session ended; `open_turn` never got a next state.
+    Closed {
+        /// The session.
+        session_id: String,
+        /// The last main turn without a next state.
+        open_turn: Option<u32>,
+    },
+}
+
+/// Writes through the buffer and notifies collection.
+#[derive(Clone)]
+pub struct Recorder {
+    log: Arc<Log>,
+    sink: Option<SyncSender<CollectEvent>>,
+    dropped: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// Each live session's latest main turn (index, sequence number): the turn a next state
+    /// follows, so its record can name the turn's sequence number.
+    awaiting: Arc<Mutex<HashMap<String, (u32, u64)>>>,
+}
+
+impl Recorder {
+    /// A recorder on `log`; `sink` receives each event after it is durable.
+    pub fn new(log: Arc<Log>, sink: Option<SyncSender<CollectEvent>>) -> Self {
+        Recorder {
+            log,
+            sink,
+            dropped: None,
+            awaiting: Arc::default(),
+        }
+    }
+
+    /// Calls `count` for every event the full channel could not take.
+    pub fn on_dropped(mut self, count: Arc<dyn Fn() + Send + Sync>) -> Self {
+        self.dropped = Some(count);
+        self
+    }
+
+    /// The buffer.
+    pub fn log(&self) -> &Arc<Log> {
+        &self.log
+    }
+
+    fn notify(&self, ev: CollectEvent) {
+        if let Some(s) = &self.sink {
+            // A stopped or full collection loop loses nothing: the buffer has the record.
+            if let Err(TrySendError::Full(_)) = s.try_send(ev) {
+                if let Some(count) = &self.dropped {
+                    count();
+                }
+            }
+        }
+    }
+
+    /// Records a served turn.
+    pub fn turn(&self, turn: Turn) -> Result<u64> {
+        let seq = self.log.append(&Record::Turn {
+            turn: Box::new(turn.clone()),
+        })?;
+        if turn.turn_type == TurnType::Main {
+            if let Ok(mut a) = self.awaiting.lock() {
+                a.insert(turn.session_id.to_string(), (turn.turn_index, seq));
+            }
+        }
+        self.notify(CollectEvent::Turn {
+            seq,
+            turn: Box::new(turn),
+        });
+        Ok(seq)
+    }
+
+    /// Records a turn's next state.
+    pub fn next_state(
+        &self,
+        session_id: &str,
+        turn_index: u32,
+        next_state: NextState,
+    ) -> Result<()> {
+        let turn_seq = self.awaiting.lock().ok().and_then(|mut a| {
+            let (index, seq) = a.get(session_id).copied()?;
+            (index == turn_index).then(|| {
+                a.remove(session_id);
+                seq
+            })
+        });
+        self.log.append(&Record::NextState {
+            session_id: session_id.to_string(),
+            turn_index,
+            turn_seq,
+            next_state: next_state.clone(),
+        })?;
+        self.notify(CollectEvent::NextState {
+            session_id: session_id.to_string(),
+            turn_index,
+            next_state,
+        });
+        Ok(())
+    }
+
+    /// Records the end of a session.
+    pub fn closed(&self, session_id: &str, reason: &str, open_turn: Option<u32>) -> Result<()> {
+        if let Ok(mut a) = self.awaiting.lock() {
+            a.remove(session_id);
+        }
+        self.log.append(&Record::SessionClosed {
+            session_id: session_id.to_string(),
+            reason: reason.to_string(),
+        })?;
+        self.notify(CollectEvent::Closed {
+            session_id: session_id.to_string(),
+            open_turn,
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openclaw_buffer::LogOptions;
+
+    /// A next state names the sequence number of the turn it follows; a session's end forgets
+    /// it, so a later next state for an unknown turn names none rather than a wrong one.
+    #[test]
+    fn next_states_name_their_turns_sequence_number() {
+        let dir = tempfile::tempdir().unwrap();
+        let (log, _) = Log::open(dir.path(), LogOptions::default()).unwrap();
+        let rec = Recorder::new(Arc::new(log), None);
+        let ns = || NextState {
+            role: "user".into(),
+            content: "ok".into(),
+            messages: vec![].into(),
+        };
+        rec.turn(openclaw_buffer::testing::test_turn("s", 0))
+            .unwrap();
+        let second = rec
+            .turn(openclaw_buffer::testing::test_turn("s", 1))
+            .unwrap();
+        rec.next_state("s", 1, ns()).unwrap();
+        rec.turn(openclaw_buffer::testing::test_turn("t", 0))
+            .unwrap();
+        rec.closed("t", "done", Some(0)).unwrap();
+        rec.next_state("t", 0, ns()).unwrap();
+        let read = Log::read_all(dir.path()).unwrap();
+        let named: Vec<(String, Option<u64>)> = read
+            .records
+            .iter()
+            .filter_map(|e| match &e.record {
+                Record::NextState {
+                    session_id,
+                    turn_seq,
+                    ..
+                } => Some((session_id.clone(), *turn_seq)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            named,
+            vec![("s".to_string(), Some(second)), ("t".to_string(), None)]
+        );
+    }
+}

@@ -1,0 +1,160 @@
+//! Verdicts become durable records and training samples: the judgement is appended, and for a
+//! trainable turn the sample too, before the sample is handed to training. Appending and
+//! handing over happen under one lock, so training receives samples in buffer order and "every
+//! sample up to sequence number N was consumed" describes what a checkpoint has trained.
+
+use crate::training::sample_from;
+use anyhow::Result;
+use openclaw_buffer::{Log, Record};
+use openclaw_judge::pool::JudgeOutcome;
+use openclaw_judge::stats::JudgeStats;
+use openclaw_plugin_api::{Score, TrainingSample, Turn};
+use std::hash::{Hash, Hasher};
+use std::sync::mpsc::SyncSender;
+use std::sync::{Arc, Mutex};
+
+/// A sample on its way to training, with its buffer sequence number.
+pub type QueuedSample = (u64, TrainingSample);
+
+/// Records verdicts and samples and forwards samples to training.
+pub struct SampleMaker {
+    log: Arc<Log>,
+    to_train: Mutex<SyncSender<QueuedSample>>,
+    stats: Option<Arc<JudgeStats>>,
+}
+
+/// The group of a turn's sample: one per session turn (a user sees one answer per turn, so
+/// group-relative baselines need several rollouts of one prompt, which live turns do not have).
+pub fn group_of(session_id: &str, turn_index: u32) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    session_id.hash(&mut h);
+    turn_index.hash(&mut h);
+    h.finish()
+}
+
+impl SampleMaker {
+    /// Writes to `log`, hands samples to `to_train` (waiting while it is full).
+    pub fn new(log: Arc<Log>, to_train: SyncSender<QueuedSample>) -> Self {
+        SampleMaker {
+            log,
+            to_train: Mutex::new(to_train),
+            stats: None,
+        }
+    }
+
+    /// Counts each new verdict in `stats` as well.
+    pub fn with_stats(self, stats: Arc<JudgeStats>) -> Self {
+        SampleMaker {
+            stats: Some(stats),
+            ..self
+        }
+    }
+
+    /// Records a verdict on `turn` (recorded under `turn_seq`); returns the sample's sequence
+    /// number when it trains.
+    pub fn record(&self, turn_seq: u64, turn: &Turn, score: &Score) -> Result<Option<u64>> {
+        let tx = self
+            .to_train
+            .lock()
+            .map_err(|_| anyhow::anyhow!("the sample queue lock is poisoned"))?;
+        self.log.append(&Record::Judgement {
+            session_id: turn.session_id.to_string(),
+            turn_index: turn.turn_index,
+            turn_seq: Some(turn_seq),
+            score: Box::new(score.clone()),
+        })?;
+        if let Some(stats) = &self.stats {
+            stats.add(turn, score);
+        }
+        if !score.trainable {
+            return Ok(None);
+        }
+        Ok(Some(self.forward_new(&tx, turn_seq, turn, score)?))
+    }
+
+    /// Records the sample of a turn judged before a restart whose sample was never written.
+    pub fn resume_judged(&self, turn_seq: u64, turn: &Turn, score: &Score) -> Result<Option<u64>> {
+        if !score.trainable {
+            return Ok(None);
+        }
+        let tx = self
+            .to_train
+            .lock()
+            .map_err(|_| anyhow::anyhow!("the sample queue lock is poisoned"))?;
+        Ok(Some(self.forward_new(&tx, turn_seq, turn, score)?))
+    }
+
+    fn forward_new(
+        &self,
+        tx: &SyncSender<QueuedSample>,
+        turn_seq: u64,
+        turn: &Turn,
+        score: &Score,
+    ) -> Result<u64> {
+        let sample = sample_from(turn, score, group_of(&turn.session_id, turn.turn_index));
+        let seq = self.log.append(&Record::Sample {
+            sample: Box::new(sample.clone()),
+            turn_seq: Some(turn_seq),
+        })?;
+        if tx.send((seq, sample)).is_err() {
+            // Shutting down: the sample is durable and the next start trains it.
+            tracing::debug!("training has stopped; sample #{seq} waits in the buffer");
+        }
+        Ok(seq)
+    }
+
+    /// Records samples made elsewhere (an environment episode group's steps, a plugin's) and
+    /// hands them to training, all under the lock so they train in buffer order. Returns their
+    /// sequence numbers, or `None` when training has stopped (every sample is recorded all the
+    /// same: the next start trains them); an error when one cannot be recorded.
+    pub fn record_samples(&self, samples: Vec<TrainingSample>) -> Result<Option<Vec<u64>>> {
+        let tx = self
+            .to_train
+            .lock()
+            .map_err(|_| anyhow::anyhow!("the sample queue lock is poisoned"))?;
+        let mut seqs = Vec::with_capacity(samples.len());
+        let mut stopped = false;
+        for sample in samples {
+            let seq = self.log.append(&Record::Sample {
+                sample: Box::new(sample.clone()),
+                turn_seq: None,
+            })?;
+            seqs.push(seq);
+            if !stopped && tx.send((seq, sample)).is_err() {
+                stopped = true;
+            }
+        }
+        Ok((!stopped).then_some(seqs))
+    }
+
+    /// Appends a record that is not a sample (an episode) to the buffer.
+    pub fn append(&self, record: &Record) -> Result<u64> {
+        self.log.append(record)
+    }
+
+    /// Hands an already recorded sample (found by replay) to training.
+    pub fn forward_recorded(&self, seq: u64, sample: TrainingSample) -> Result<()> {
+        let tx = self
+            .to_train
+            .lock()
+            .map_err(|_| anyhow::anyhow!("the sample queue lock is poisoned"))?;
+        tx.send((seq, sample))
+            .map_err(|_| anyhow::anyhow!("training has stopped"))
+    }
+
+    /// What the judge pool calls with each outcome: failures are logged and the turn is
+    /// skipped (the pool has counted it).
+    pub fn on_outcome(&self, outcome: JudgeOutcome) {
+        let turn = &outcome.job.request.turn;
+        // Failures were logged and counted by the pool; the turn is skipped.
+        if let Ok(score) = outcome.result {
+            if let Err(e) = self.record(outcome.job.turn_seq, turn, &score) {
+                tracing::error!(
+                    session = turn.session_id.as_str(),
+                    turn = turn.turn_index,
+                    "cannot record the verdict: {e:#}"
+                );
+            }
+        }
+    }
+}

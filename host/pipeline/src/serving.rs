@@ -1,0 +1,244 @@
+//! The serving loop's parts: the policy engine, the durable buffer, the recorder and the session
+//! tracker behind the OpenAI server, and the server itself.
+
+use anyhow::{bail, Context, Result};
+use burn::prelude::Backend;
+use openclaw_buffer::{FsyncPolicy, Log, LogOptions, Record, Replay};
+use openclaw_collect::{CollectEvent, Recorder, SessionTracker, TrackerOptions};
+use openclaw_config::RunConfig;
+use openclaw_engine::Model;
+use openclaw_metrics::Metrics;
+use openclaw_plugin_api::TurnType;
+use openclaw_policy::{scheduler_options, ModelFiles, PolicyEngine};
+use openclaw_server::{router, App, ServerOptions};
+use std::path::Path;
+use std::sync::mpsc::SyncSender;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A server's state, ready to listen.
+pub struct Serving<B: Backend> {
+    /// The served model.
+    pub engine: Arc<PolicyEngine<B>>,
+    /// The shared state of the handlers.
+    pub app: Arc<App<B>>,
+    /// Every record the buffer held when it was opened.
+    pub replay: Replay,
+}
+
+/// The model id clients see: `--served-model-name`, else the model path's last component as
+/// vLLM does with its model argument (`default` for the built-in model).
+pub fn served_model_name(cfg: &RunConfig) -> String {
+    if !cfg.served_model_name.is_empty() {
+        return cfg.served_model_name.clone();
+    }
+    Path::new(&cfg.model_path)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| "default".into())
+}
+
+impl<B: Backend> Serving<B>
+where
+    Model<B>: Send + Sync,
+{
+    /// Serves `files` as weight version `version`, recording turns to `cfg.rl_buffer_dir` and
+    /// handing them to `sink` (collection) when given.
+    pub fn build(
+        cfg: &RunConfig,
+        files: ModelFiles<B>,
+        version: u64,
+        sink: Option<SyncSender<CollectEvent>>,
+        metrics: Arc<Metrics>,
+    ) -> Result<Self> {
+        if cfg.backend != "embedded" {
+            bail!(
+                "backend `{}` is not available in this build; use --backend embedded",
+                cfg.backend
+            );
+        }
+        metrics.weight_version.set(version as i64);
+        let engine = Arc::new(PolicyEngine::start(
+            files,
+            version,
+            scheduler_options(cfg),
+            metrics.clone(),
+        ));
+        let (log, replay) = Log::open(
+            Path::new(&cfg.rl_buffer_dir),
+            LogOptions {
+                fsync: FsyncPolicy::from_millis(cfg.fsync_interval_ms),
+                ..Default::default()
+            },
+        )?;
+        for w in &replay.warnings {
+            tracing::warn!("{w}");
+        }
+        let overflow = metrics.clone();
+        let recorder = Recorder::new(Arc::new(log), sink).on_dropped(Arc::new(move || {
+            overflow
+                .queue_overflow
+                .get_or_create(&Metrics::label("queue", "collect"))
+                .inc();
+        }));
+        let mut tracker = SessionTracker::new(TrackerOptions {
+            default_turn_type: if cfg.default_turn_type == "side" {
+                TurnType::Side
+            } else {
+                TurnType::Main
+            },
+            idle_timeout: Duration::from_secs(cfg.session_idle_timeout),
+            max_sessions: cfg.max_sessions as usize,
+            id_pattern: (!cfg.session_id_pattern.is_empty())
+                .then(|| regex::Regex::new(&cfg.session_id_pattern))
+                .transpose()
+                .context("session_id_pattern")?,
+        });
+        tracker.resume(replay.records.iter().filter_map(|e| match &e.record {
+            Record::Turn { turn } => Some((turn.session_id.to_string(), turn.turn_index)),
+            _ => None,
+        }));
+        let sessions = Arc::new(Mutex::new(tracker));
+        let app = Arc::new(App {
+            engine: engine.clone(),
+            sessions,
+            recorder,
+            metrics,
+            admission: Arc::new(tokio::sync::Semaphore::new(
+                (cfg.max_inflight as usize).max(1),
+            )),
+            per_client: Arc::default(),
+            stopping: tokio::sync::watch::channel(false).0,
+            opts: ServerOptions {
+                served_model_name: served_model_name(cfg),
+                api_key: cfg.api_key.clone(),
+                max_body_bytes: cfg.max_body_bytes as usize,
+                default_max_tokens: cfg.default_max_tokens,
+                default_temperature: 1.0,
+                record_turns: cfg.enable_rl_intercept,
+                body_timeout: Duration::from_secs(cfg.request_body_timeout.max(1)),
+                max_inflight_per_client: (cfg.max_inflight_per_client as usize).max(1),
+                max_inflight: (cfg.max_inflight as usize).max(1),
+            },
+        });
+        Ok(Serving {
+            engine,
+            app,
+            replay,
+        })
+    }
+
+    /// The durable buffer the server records into.
+    pub fn log(&self) -> Arc<Log> {
+        self.app.recorder.log().clone()
+    }
+}
+
+/// Warns when the server will answer other machines with no key asked: anyone who can reach
+/// the port can then use the model and write to the buffer that trains it.
+pub fn warn_if_open(host: &str, api_key: &str) -> bool {
+    let open = api_key.is_empty() && !openclaw_config::access::loopback(host);
+    if open {
+        tracing::warn!(
+            "listening on {host} without an API key: any machine that reaches this port can use the model and feed the training buffer; set --api-key (API_KEY) or bind 127.0.0.1"
+        );
+        eprintln!(
+            "warning: listening on {host} without an API key: any machine that reaches this port can use the model and feed the training buffer; set --api-key or bind 127.0.0.1"
+        );
+    }
+    open
+}
+
+/// Listens on `host:port` (port 0 picks a free one).
+pub async fn bind(host: &str, port: u16) -> Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind((host, port))
+        .await
+        .with_context(|| format!("cannot listen on {host}:{port}"))
+}
+
+/// Serves `app` on `listener` until `shutdown` completes, closing idle sessions every few
+/// seconds.
+pub async fn serve_on<B: Backend>(
+    listener: tokio::net::TcpListener,
+    app: Arc<App<B>>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<()>
+where
+    Model<B>: Send + Sync,
+{
+    let addr = listener.local_addr()?;
+    eprintln!("serving {} on http://{addr}/v1", app.opts.served_model_name);
+    let sweeper = app.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            let closed = match sweeper.sessions.lock() {
+                Ok(mut t) => t.sweep(Instant::now()),
+                Err(_) => return,
+            };
+            for c in closed {
+                if let Err(e) = sweeper
+                    .recorder
+                    .closed(&c.session_id, c.reason, c.open_turn)
+                {
+                    tracing::error!("cannot record the end of session {}: {e:#}", c.session_id);
+                }
+            }
+        }
+    });
+    // The stop also ends the wait of requests still sending their body (answered 503), so a
+    // slow client cannot hold it.
+    let stopping = app.stopping.clone();
+    let shutdown = async move {
+        shutdown.await;
+        stopping.send_replace(true);
+    };
+    axum::serve(
+        listener,
+        router(app).into_make_service_with_connect_info::<std::net::SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+    .context("the server stopped")?;
+    Ok(())
+}
+
+/// Completes on Ctrl-C or, on Unix, SIGTERM (`kill`, systemd and container stops).
+pub async fn interrupted() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_public_address_without_a_key_is_warned_about() {
+        assert!(warn_if_open("0.0.0.0", ""));
+        assert!(warn_if_open("192.168.1.5", ""));
+        assert!(!warn_if_open("0.0.0.0", "sk-secret"));
+        for local in ["127.0.0.1", "localhost", "::1", "[::1]"] {
+            assert!(!warn_if_open(local, ""), "{local}");
+        }
+    }
+}

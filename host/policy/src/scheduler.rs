@@ -1,0 +1,299 @@
+//! The generation thread: takes requests from a queue, batches the ones that arrive together,
+//! and steps every running batch in turn so a new request starts at once instead of waiting
+//! for longer ones. Each batch keeps the weights it started with; a publication in between
+//! only affects batches started after it.
+//!
+//! Admission: at most `max_inflight` requests queued or running; beyond that `submit` says
+//! busy (the server answers 429). A request whose receiver is dropped (the client went away)
+//! stops receiving tokens; its batch is dropped when nobody listens any more.
+
+use burn::prelude::Backend;
+use openclaw_engine::{
+    DecodeBatch, Detokenizer, GenerateRequest, Generation, Model, PrefixCache, PrefixCacheOptions,
+    Published, StopMatch,
+};
+use openclaw_metrics::Metrics;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
+use std::sync::Arc;
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+
+/// What a request hears back.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GenEvent {
+    /// Generation started on these weights.
+    Started {
+        /// The weight version every token will come from.
+        weight_version: u64,
+    },
+    /// One sampled token.
+    Token {
+        /// The token id.
+        id: u32,
+        /// Its logprob under the distribution it was sampled from.
+        logprob: f32,
+        /// The stop string or token this token completed (the sequence ends with it).
+        stop: Option<StopMatch>,
+        /// The most likely tokens at this step with their logprobs, when the request asked.
+        top: Vec<(u32, f32)>,
+    },
+    /// The sequence ended.
+    Done(Generation),
+    /// The request could not be run.
+    Failed(String),
+}
+
+/// Settings of the generation thread.
+#[derive(Clone, Copy, Debug)]
+pub struct SchedulerOptions {
+    /// Most sequences started together in one batch.
+    pub max_batch: usize,
+    /// Most requests queued or running.
+    pub max_inflight: usize,
+    /// The prompt-prefix cache the thread keeps (a zero budget keeps none).
+    pub prefix_cache: PrefixCacheOptions,
+}
+
+struct Job {
+    request: GenerateRequest,
+    events: UnboundedSender<GenEvent>,
+}
+
+/// A handle to the generation thread.
+#[derive(Clone)]
+pub struct Scheduler {
+    tx: Sender<Job>,
+    inflight: Arc<AtomicUsize>,
+    opts: SchedulerOptions,
+}
+
+/// The queue is full.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Busy;
+
+struct Running<B: Backend> {
+    batch: DecodeBatch<B>,
+    jobs: Vec<RunningJob>,
+}
+
+struct RunningJob {
+    prompt: Vec<u32>,
+    tokens: Vec<u32>,
+    logprobs: Vec<f32>,
+    events: UnboundedSender<GenEvent>,
+    done: bool,
+    listening: bool,
+}
+
+impl Scheduler {
+    /// Starts the thread on `weights`.
+    pub fn start<B: Backend>(
+        weights: Arc<Published<Model<B>>>,
+        detokenizer: Arc<dyn Detokenizer>,
+        opts: SchedulerOptions,
+        metrics: Arc<Metrics>,
+    ) -> Scheduler
+    where
+        Model<B>: Send + Sync,
+    {
+        let (tx, rx) = channel::<Job>();
+        let inflight = Arc::new(AtomicUsize::new(0));
+        let count = inflight.clone();
+        std::thread::Builder::new()
+            .name("generate".into())
+            .spawn(move || run(weights, detokenizer, rx, opts, count, metrics))
+            .expect("spawn the generation thread");
+        Scheduler { tx, inflight, opts }
+    }
+
+    /// Queues a request; its events arrive on the returned receiver.
+    pub fn submit(&self, request: GenerateRequest) -> Result<UnboundedReceiver<GenEvent>, Busy> {
+        let now = self.inflight.fetch_add(1, Ordering::SeqCst);
+        if now >= self.opts.max_inflight {
+            self.inflight.fetch_sub(1, Ordering::SeqCst);
+            return Err(Busy);
+        }
+        let (events, rx) = unbounded_channel();
+        if self.tx.send(Job { request, events }).is_err() {
+            self.inflight.fetch_sub(1, Ordering::SeqCst);
+            return Err(Busy);
+        }
+        Ok(rx)
+    }
+
+    /// Requests queued or running.
+    pub fn inflight(&self) -> usize {
+        self.inflight.load(Ordering::SeqCst)
+    }
+
+    /// Runs a request to its end, blocking the calling thread (not for async code).
+    pub fn generate_blocking(&self, request: GenerateRequest) -> Result<Generation, String> {
+        let mut rx = self
+            .submit(request)
+            .map_err(|_| "the generation queue is full".to_string())?;
+        while let Some(ev) = rx.blocking_recv() {
+            match ev {
+                GenEvent::Done(g) => return Ok(g),
+                GenEvent::Failed(e) => return Err(e),
+                _ => {}
+            }
+        }
+        Err("the generation thread stopped".into())
+    }
+}
+
+fn run<B: Backend>(
+    weights: Arc<Published<Model<B>>>,
+    detok: Arc<dyn Detokenizer>,
+    rx: Receiver<Job>,
+    opts: SchedulerOptions,
+    inflight: Arc<AtomicUsize>,
+    metrics: Arc<Metrics>,
+) {
+    let mut running: Vec<Running<B>> = Vec::new();
+    // Owned by this thread alone: batches start here, one after another.
+    let mut prefixes = PrefixCache::<B>::new(opts.prefix_cache);
+    let mut open = true;
+    loop {
+        let mut jobs = Vec::new();
+        if running.is_empty() {
+            if !open {
+                return;
+            }
+            match rx.recv() {
+                Ok(j) => jobs.push(j),
+                Err(_) => return,
+            }
+        }
+        while open && jobs.len() < opts.max_batch.max(1) {
+            match rx.try_recv() {
+                Ok(j) => jobs.push(j),
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => open = false,
+            }
+        }
+        if !jobs.is_empty() {
+            let reused = prefixes.stats().reused_tokens;
+            running.extend(start(
+                &weights,
+                &detok,
+                jobs,
+                &inflight,
+                &metrics,
+                &mut prefixes,
+            ));
+            let now = prefixes.stats();
+            metrics
+                .prefix_reused_tokens
+                .inc_by(now.reused_tokens - reused);
+            metrics.prefix_cache_bytes.set(now.bytes as i64);
+        }
+        for r in running.iter_mut() {
+            step(r, &inflight, &metrics);
+        }
+        running.retain(|r| !r.batch.is_finished() && r.jobs.iter().any(|j| !j.done && j.listening));
+    }
+}
+
+fn release(job: &mut RunningJob, inflight: &AtomicUsize) {
+    if !job.done {
+        job.done = true;
+        inflight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Starts one batch for `jobs`; when the batch cannot start (a bad request among them), each
+/// job is tried alone so only the bad one fails.
+fn start<B: Backend>(
+    weights: &Published<Model<B>>,
+    detok: &Arc<dyn Detokenizer>,
+    jobs: Vec<Job>,
+    inflight: &AtomicUsize,
+    metrics: &Metrics,
+    prefixes: &mut PrefixCache<B>,
+) -> Vec<Running<B>> {
+    let current = weights.current();
+    let requests: Vec<GenerateRequest> = jobs.iter().map(|j| j.request.clone()).collect();
+    match DecodeBatch::with_prefix_cache(
+        current.clone(),
+        requests,
+        Some(detok.clone()),
+        Some(prefixes),
+    ) {
+        Ok(batch) => {
+            let version = batch.weight_version();
+            let jobs = jobs
+                .into_iter()
+                .map(|j| {
+                    metrics.prompt_tokens.inc_by(j.request.prompt.len() as u64);
+                    let listening = j
+                        .events
+                        .send(GenEvent::Started {
+                            weight_version: version,
+                        })
+                        .is_ok();
+                    RunningJob {
+                        prompt: j.request.prompt,
+                        tokens: Vec::new(),
+                        logprobs: Vec::new(),
+                        events: j.events,
+                        done: false,
+                        listening,
+                    }
+                })
+                .collect();
+            vec![Running { batch, jobs }]
+        }
+        Err(_) if jobs.len() > 1 => jobs
+            .into_iter()
+            .flat_map(|j| start(weights, detok, vec![j], inflight, metrics, prefixes))
+            .collect(),
+        Err(e) => {
+            for j in jobs {
+                let _ = j.events.send(GenEvent::Failed(format!("{e:#}")));
+                inflight.fetch_sub(1, Ordering::SeqCst);
+            }
+            Vec::new()
+        }
+    }
+}
+
+fn step<B: Backend>(r: &mut Running<B>, inflight: &AtomicUsize, metrics: &Metrics) {
+    let version = r.batch.weight_version();
+    for ev in r.batch.step() {
+        let job = &mut r.jobs[ev.index];
+        job.tokens.push(ev.token);
+        job.logprobs.push(ev.logprob);
+        metrics.generated_tokens.inc();
+        if job.listening
+            && job
+                .events
+                .send(GenEvent::Token {
+                    id: ev.token,
+                    logprob: ev.logprob,
+                    stop: ev.stop.clone(),
+                    top: ev.top,
+                })
+                .is_err()
+        {
+            job.listening = false;
+        }
+        if let Some(finish) = ev.finish {
+            let generation = Generation {
+                prompt_ids: job.prompt.clone(),
+                token_ids: job.tokens.clone(),
+                logprobs: job.logprobs.clone(),
+                finish_reason: finish,
+                stop: ev.stop,
+                weight_version: version,
+            };
+            let _ = job.events.send(GenEvent::Done(generation));
+            release(job, inflight);
+        }
+    }
+    if r.jobs.iter().all(|j| j.done || !j.listening) {
+        for j in r.jobs.iter_mut() {
+            release(j, inflight);
+        }
+    }
+}

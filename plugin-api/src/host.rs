@@ -6,7 +6,7 @@
 //! call across the boundary is guarded so that a panic becomes an error, never an abort.
 
 use crate::conversation::{Message, SamplingParams, TopKEntries};
-use crate::ffi::guard;
+use crate::guard::guard;
 use abi_stable::sabi_trait;
 use abi_stable::std_types::{RBox, ROption, RResult, RStr, RString, RVec};
 use abi_stable::StableAbi;

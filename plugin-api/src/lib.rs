@@ -21,6 +21,7 @@ pub mod conversation;
 pub mod env;
 mod export;
 pub mod ffi;
+mod guard;
 pub mod host;
 pub mod loss;
 pub mod manifest;

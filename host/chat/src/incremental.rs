@@ -111,3 +111,10 @@ fn common_prefix_len(a: &str, b: &str) -> usize {
         .find(|((_, ca), cb)| ca != cb)
         .map_or(a.len().min(b.len()), |((i, _), _)| i)
 }
+
+impl Tokenizer {
+    /// A streaming decoder over this tokenizer.
+    pub fn incremental_decoder(&self, skip_special_tokens: bool) -> IncrementalDecoder {
+        IncrementalDecoder::new(self.clone(), skip_special_tokens)
+    }
+}

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use anyhow::{anyhow, Result};
 
 use crate::config::TokenizerConfig;
-use crate::incremental::IncrementalDecoder;
 
 /// A special token: its text and, when the vocabulary has it, its id.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,11 +126,6 @@ impl Tokenizer {
     /// The special tokens from `tokenizer_config.json`.
     pub fn special_tokens(&self) -> &SpecialTokens {
         &self.special
-    }
-
-    /// A streaming decoder over this tokenizer.
-    pub fn incremental_decoder(&self, skip_special_tokens: bool) -> IncrementalDecoder {
-        IncrementalDecoder::new(self.clone(), skip_special_tokens)
     }
 
     /// The wrapped `tokenizers` tokenizer.

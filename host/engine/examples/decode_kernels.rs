@@ -10,8 +10,8 @@
 
 use std::time::Instant;
 
-use openclaw_engine::model::quantised::QuantMatrix;
-use openclaw_engine::weights::gguf::dequant::GgmlType;
+use openclaw_engine::quant::ggml::GgmlType;
+use openclaw_engine::quant::QuantMatrix;
 
 /// SmolLM2-135M's projections, `[rows, cols]`: q, k, v, o, gate, up, down.
 const LAYER: [(usize, usize); 7] = [

@@ -9,6 +9,7 @@
 
 use std::path::Path;
 
+use crate::kernels::transpose;
 use crate::model::block::DecoderLayer;
 use crate::model::linear::{Blocks, LoraAdapter};
 use crate::Model;
@@ -202,16 +203,6 @@ fn slots<B: Backend>(layer: &mut DecoderLayer<B>) -> [Slot<'_, B>; 7] {
 /// PEFT's name prefix of a projection: `base_model.model.model.layers.{i}.self_attn.q_proj`.
 fn peft_prefix(layer: usize, parent: &str, name: &str) -> String {
     format!("base_model.model.model.layers.{layer}.{parent}.{name}")
-}
-
-fn transpose(data: &[f32], rows: usize, cols: usize) -> Vec<f32> {
-    let mut out = vec![0f32; data.len()];
-    for r in 0..rows {
-        for c in 0..cols {
-            out[c * rows + r] = data[r * cols + c];
-        }
-    }
-    out
 }
 
 fn name_hash(name: &str) -> u64 {

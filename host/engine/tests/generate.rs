@@ -595,7 +595,7 @@ fn long_generations_outgrow_their_reserved_cache_and_keep_recomputed_logprobs() 
     // early (its cache rows dropped): every recorded logprob still equals the one a scoring
     // pass computes without a cache, and the autodiff backend, which keeps the cache as
     // concatenated tensors, samples the same tokens.
-    use openclaw_engine::model::host_kv::MAX_RESERVE_AHEAD;
+    use openclaw_engine::kernels::host_kv::MAX_RESERVE_AHEAD;
     let mut config = tiny_config();
     config.max_position_embeddings = 2048;
     let model = openclaw_engine::random_model::<B>(config, 9, &device()).unwrap();

@@ -3,7 +3,7 @@
 //! Differentiable on an autodiff backend; the same code gives plain values on the inner one.
 
 use burn::prelude::*;
-use openclaw_engine::model::logprob_gather::log_softmax_gather;
+use openclaw_engine::kernels::logprob_gather::log_softmax_gather;
 use openclaw_engine::Model;
 
 use crate::pack::Layout;

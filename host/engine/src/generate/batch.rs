@@ -411,7 +411,7 @@ impl<B: Backend> DecodeBatch<B> {
         // SAFETY: a forward pass and a copy of its logits: nothing is left on the pool's thread
         // and no thread-local of this one is read.
         let logits = unsafe {
-            crate::model::small_matmul::decode_scope(|| {
+            crate::kernels::small_matmul::decode_scope(|| {
                 let hidden = model.hidden(tokens, &ctx, Some(cache));
                 let d = hidden.dims()[2];
                 to_f32_vec(model.lm_logits(hidden.reshape([n, d])))

@@ -6,14 +6,14 @@ use burn::prelude::*;
 use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
 
-use super::flex::{readable_in_place, Rows};
-use super::host_kv::{decode_attention, HostKv, MAX_RESERVE_AHEAD};
 use super::linear::{
     adapted_forward, adapted_forward_group, export_projection, load_projection, Blocks, LoraAdapter,
 };
 use super::norm::{export_rms_norm, load_rms_norm, rms_norm_forward};
 use super::rope::RopeTables;
 use crate::config::ModelConfig;
+use crate::kernels::flex::{readable_in_place, Rows};
+use crate::kernels::host_kv::{decode_attention, HostKv, MAX_RESERVE_AHEAD};
 use crate::weights::{TensorExport, WeightSource};
 
 /// One layer's attention weights.
@@ -144,8 +144,8 @@ impl<B: Backend> LayerCache<B> {
         let n = rows.len();
         let (k, v) = kv.to_vecs(rows, len);
         Some((
-            super::flex::from_vec(k, [n, kvh, len, d])?,
-            super::flex::from_vec(v, [n, kvh, len, dv])?,
+            crate::kernels::flex::from_vec(k, [n, kvh, len, d])?,
+            crate::kernels::flex::from_vec(v, [n, kvh, len, dv])?,
         ))
     }
 
@@ -199,8 +199,8 @@ impl<B: Backend> LayerCache<B> {
         if !self.append_on_host(&k, &v) {
             let (k, v) = match std::mem::replace(&mut self.store, Store::Empty) {
                 Store::Tensors { k: ok, v: ov } => (
-                    super::flex::cat_positions(ok, k),
-                    super::flex::cat_positions(ov, v),
+                    crate::kernels::flex::cat_positions(ok, k),
+                    crate::kernels::flex::cat_positions(ov, v),
                 ),
                 Store::Empty => (k, v),
                 Store::Host(_) => {
@@ -225,9 +225,9 @@ impl<B: Backend> LayerCache<B> {
                 let hidden =
                     key_mask.map(|m| m.to_data().to_vec::<bool>().expect("a key mask is boolean"));
                 let out = decode_attention(qr, kv, h, hidden.as_deref());
-                super::flex::from_vec(out, [b, 1, h * dv])
+                crate::kernels::flex::from_vec(out, [b, 1, h * dv])
             } else if key_mask.is_none() {
-                let shape = super::causal_attention::Shape {
+                let shape = crate::kernels::causal_attention::Shape {
                     heads: h,
                     kv_heads: kv.dims()[1],
                     queries: s,
@@ -235,9 +235,14 @@ impl<B: Backend> LayerCache<B> {
                     dim: d,
                     value_dim: dv,
                 };
-                let out =
-                    super::causal_attention::causal_attention(qr, kv.keys(), kv.values(), b, shape);
-                super::flex::from_vec(out, [b, s, h * dv])
+                let out = crate::kernels::causal_attention::causal_attention(
+                    qr,
+                    kv.keys(),
+                    kv.values(),
+                    b,
+                    shape,
+                );
+                crate::kernels::flex::from_vec(out, [b, s, h * dv])
             } else {
                 None
             }
@@ -295,7 +300,7 @@ impl<B: Backend> LayerCache<B> {
 
 /// The storage of `t` with rows [`Rows`] can read in place, when `t` is a burn-flex tensor.
 fn host_readable<B: Backend>(t: &Tensor<B, 4>) -> Option<burn::backend::flex::FlexTensor> {
-    super::flex::as_flex(t.clone()).map(readable_in_place)
+    crate::kernels::flex::as_flex(t.clone()).map(readable_in_place)
 }
 
 /// Per-forward inputs shared by every layer.
@@ -415,13 +420,13 @@ impl<B: Backend> Attention<B> {
         let k = ctx.rope.apply_k(k);
         if cache.is_none() && ctx.key_mask.is_none() && s > 1 {
             // A training forward on the CPU: attention as one operation with its own backward.
-            if let Some(out) = super::trained_attention::try_tracked_causal(&q, &k, &v) {
+            if let Some(out) = crate::kernels::trained_attention::try_tracked_causal(&q, &k, &v) {
                 return adapted_forward(&self.o_proj, &self.o_blocks, self.o_lora.as_ref(), out);
             }
         }
         let q = q.swap_dims(1, 2);
         let k = k.swap_dims(1, 2);
-        let v = super::flex::heads_major(v);
+        let v = crate::kernels::flex::heads_major(v);
         let (k, v) = match cache {
             Some(c) => match c.attend(&q, k, v, ctx.key_mask.as_ref()) {
                 Attended::Out(out) => {
@@ -445,7 +450,7 @@ impl<B: Backend> Attention<B> {
         } else if let Some(out) = ctx
             .key_mask
             .is_none()
-            .then(|| super::causal_attention::try_causal(&q, &k, &v))
+            .then(|| crate::kernels::causal_attention::try_causal(&q, &k, &v))
             .flatten()
         {
             // Prefill / scoring on the CPU: the tiled kernel (causal tiles skipped, tiles in

@@ -5,7 +5,8 @@ use burn::module::Param;
 use burn::nn::Linear;
 use burn::prelude::*;
 
-use super::quantised::QuantMatrix;
+use crate::kernels::transpose;
+use crate::quant::QuantMatrix;
 use crate::weights::{TensorExport, WeightSource};
 
 /// A projection's weight kept in quantised blocks (a GGUF file loaded for serving). When set,
@@ -13,17 +14,6 @@ use crate::weights::{TensorExport, WeightSource};
 /// every matmul goes through the blocks, and anything that reads the f32 weight fails on its
 /// shape instead of computing with it.
 pub type Blocks = Option<std::sync::Arc<QuantMatrix>>;
-
-/// Transposes a row-major `[rows, cols]` matrix.
-pub(crate) fn transpose(data: &[f32], rows: usize, cols: usize) -> Vec<f32> {
-    let mut out = vec![0f32; data.len()];
-    for r in 0..rows {
-        for c in 0..cols {
-            out[c * rows + r] = data[r * cols + c];
-        }
-    }
-    out
-}
 
 /// Builds a linear layer from `{prefix}.weight` (`[d_out, d_in]`) and, when `bias`, `{prefix}.bias`.
 pub fn load_linear<B: Backend>(
@@ -165,9 +155,9 @@ pub fn linear_forward<B: Backend, const D: usize>(
 /// `x w` through the CPU kernels for few rows (decode) or many (prefill) when they apply, as
 /// one recorded operation in a training step on the CPU, else burn's matmul (CUDA).
 fn matmul<B: Backend>(x: Tensor<B, 2>, w: Tensor<B, 2>) -> Tensor<B, 2> {
-    super::small_matmul::try_matmul(&x, &w)
-        .or_else(|| super::prefill_matmul::try_matmul(&x, &w))
-        .or_else(|| super::trained_matmul::try_tracked_matmul(&x, &w))
+    crate::kernels::small_matmul::try_matmul(&x, &w)
+        .or_else(|| crate::kernels::prefill_matmul::try_matmul(&x, &w))
+        .or_else(|| crate::kernels::trained_matmul::try_tracked_matmul(&x, &w))
         .unwrap_or_else(|| x.matmul(w))
 }
 
@@ -272,9 +262,9 @@ pub fn adapted_forward_group<B: Backend, const D: usize, const N: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::quantised::tests::{quantise_q8_0, values};
-    use crate::model::small_matmul::decode_scope;
-    use crate::weights::gguf::dequant::GgmlType;
+    use crate::kernels::small_matmul::decode_scope;
+    use crate::quant::ggml::GgmlType;
+    use crate::quant::tests::{quantise_q8_0, values};
     use crate::CpuBackend;
 
     /// A `[d_out, d_in]` projection kept in Q8_0 blocks, with a bias.

@@ -87,7 +87,7 @@ impl<B: Backend> Mlp<B> {
             ],
             x,
         );
-        let product = match super::swiglu::try_silu_mul(&gate, &up) {
+        let product = match crate::kernels::swiglu::try_silu_mul(&gate, &up) {
             Some(p) => p,
             None => silu(gate) * up,
         };
@@ -99,7 +99,7 @@ impl<B: Backend> Mlp<B> {
         )
     }
 
-    /// The CPU backend's fused gate and up projections and product (see [`super::swiglu`]),
+    /// The CPU backend's fused gate and up projections and product (see [`crate::kernels::swiglu`]),
     /// when neither projection has an adapter or a bias.
     fn try_fused<const D: usize>(&self, x: &Tensor<B, D>) -> Option<Tensor<B, D>> {
         if self.gate_lora.is_some()
@@ -114,7 +114,7 @@ impl<B: Backend> Mlp<B> {
         let dims = x.dims();
         let k = dims[D - 1];
         let rows = dims.iter().product::<usize>() / k.max(1);
-        let product = super::swiglu::try_swiglu(
+        let product = crate::kernels::swiglu::try_swiglu(
             &x.clone().reshape([rows, k]),
             &self.gate_proj.weight.val(),
             &self.up_proj.weight.val(),

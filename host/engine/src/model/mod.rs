@@ -1,25 +1,31 @@
-//! The Qwen3 (and Qwen2) decoder, generic over the burn backend.
+//! The decoder of Qwen3, Qwen2 and Llama, generic over the burn backend, read top-down as one
+//! model: [`Model`] (embedding, [`block::Block`]s, final norm, head), each block an
+//! [`attention::Attention`] and an [`mlp::Mlp`] around RMSNorms ([`norm`]), positions by RoPE
+//! ([`rope`]), projections through [`linear`] (dense, or quantised blocks from `crate::quant`,
+//! each with an optional LoRA adapter). The CPU kernels under them are in `crate::kernels`.
+//!
+//! The three architectures differ in a few places only, all read from `config.json` into
+//! [`crate::config::ModelConfig`]:
+//!
+//! - **Qwen3**: RMSNorm on each head's queries and keys before RoPE
+//!   ([`crate::config::AttentionFlags::qk_norm`]), no projection bias, `head_dim` given by the
+//!   config (128 when it says nothing).
+//! - **Qwen2**: no q/k norm; a bias on the q, k and v projections (`qkv_bias`).
+//! - **Llama**: no q/k norm; biases only where the config's `attention_bias` asks (`qkv_bias`,
+//!   `o_bias`); `head_dim` derived from the hidden size.
+//!
+//! All three use the default RoPE (scaled variants are refused when the config is read).
+//!
+//! Tied embeddings (`tie_word_embeddings`) and the sequence-classification head of Qwen3 reward
+//! models are switches of the config too, not architectures of their own.
 
 pub mod attention;
 pub mod block;
-pub mod causal_attention;
 mod finite;
-pub mod flex;
-pub mod host_kv;
 pub mod linear;
-pub mod logprob_gather;
 pub mod mlp;
 pub mod norm;
-pub mod prefill_matmul;
-pub mod quantised;
 pub mod rope;
-pub mod simd_kernels;
-pub mod small_matmul;
-pub mod swiglu;
-pub mod trained_attention;
-pub mod trained_matmul;
-#[cfg(test)]
-mod trained_ops_tests;
 
 use anyhow::{bail, Result};
 use burn::module::Param;
@@ -323,7 +329,7 @@ impl<B: Backend> Model<B> {
     pub fn decoded_head(&self) -> Option<Tensor<B, 2>> {
         let q = self.lm_head_blocks.as_ref()?;
         let device = self.device();
-        if flex::is_flex::<B>(&device) {
+        if crate::kernels::flex::is_flex::<B>(&device) {
             return None;
         }
         Some(q.decoded(&device))

@@ -6,7 +6,7 @@ use burn::nn::RmsNorm;
 use burn::prelude::*;
 use rayon::prelude::*;
 
-use super::flex::{as_flex, from_vec};
+use crate::kernels::flex::{as_flex, from_vec};
 use crate::weights::{TensorExport, WeightSource};
 
 /// Rows one rayon task covers.
@@ -76,7 +76,7 @@ fn sum_of_squares(x: &[f32]) -> f32 {
             *a += v * v;
         }
     }
-    super::quantised::sum8(&acc) + tail
+    crate::kernels::sum8(&acc) + tail
 }
 
 /// Builds an RMSNorm of width `dim` from `{prefix}.weight`.

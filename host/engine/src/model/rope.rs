@@ -7,7 +7,7 @@ use burn::prelude::*;
 use rayon::prelude::*;
 use std::sync::OnceLock;
 
-use super::flex::{as_flex, from_vec};
+use crate::kernels::flex::{as_flex, from_vec};
 
 /// Below this many elements the CPU rotation stays on the calling thread.
 const TASK_ELEMENTS: usize = 1 << 14;

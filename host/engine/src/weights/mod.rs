@@ -11,7 +11,7 @@ pub mod tensors;
 use anyhow::Result;
 use burn::prelude::*;
 
-use crate::model::quantised::QuantMatrix;
+use crate::quant::QuantMatrix;
 
 /// Where a model's tensors come from while it is being built (a checkpoint, a random initialiser).
 pub trait WeightSource {

@@ -163,7 +163,7 @@ impl<B: Backend> TrainSession<B> {
             }
             None => Vec::new(),
         };
-        let qlora = config.lora.is_some() && openclaw_engine::model::flex::is_flex::<B>(device);
+        let qlora = config.lora.is_some() && openclaw_engine::kernels::flex::is_flex::<B>(device);
         let (mut trainer, resumed_from, run_state) = if fresh {
             let source = source.as_ref().expect("a fresh start has its model");
             // Through the one loader: a LoRA checkpoint given as the model starts merged, as

@@ -2,11 +2,10 @@
 //! ([`reader`]), dequantisation of ggml tensor types to f32 ([`dequant`]), and building a Llama
 //! [`crate::model::Model`] from a file ([`model`]).
 
-pub mod dequant;
 pub mod model;
 pub mod reader;
 
-pub use dequant::{dequantize, GgmlType};
+pub use crate::quant::ggml::{dequantize, GgmlType};
 pub use model::{config_from_gguf, gguf_path, load_gguf_model, load_gguf_model_with, GgufSource};
 pub use reader::{GgufFile, MetaType, MetaValue, TensorInfo, DEFAULT_ALIGNMENT};
 

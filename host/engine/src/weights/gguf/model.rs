@@ -11,8 +11,8 @@ use serde_json::{json, Map, Value};
 
 use super::reader::GgufFile;
 use crate::config::ModelConfig;
-use crate::model::quantised::QuantMatrix;
 use crate::model::Model;
+use crate::quant::QuantMatrix;
 use crate::weights::{GgufWeights, WeightSource};
 
 /// The llama.cpp name of HF tensor `hf` (e.g. `model.layers.3.self_attn.q_proj.weight` ->

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Result};
 
-use super::dequant::{dequantize, supported_list, GgmlType};
+use crate::quant::ggml::{dequantize, supported_list, GgmlType};
 
 /// Tensor data alignment when `general.alignment` is absent.
 pub const DEFAULT_ALIGNMENT: u64 = 32;

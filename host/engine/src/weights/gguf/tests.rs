@@ -7,10 +7,10 @@ use std::path::PathBuf;
 
 use half::{bf16, f16};
 
-use super::dequant::{dequantize, k_scale_min, GgmlType, SUPPORTED};
 use super::model::{config_from_gguf, converter_permute, gguf_name, gguf_path, load_gguf_model};
 use super::reader::{GgufFile, MetaType, MetaValue};
 use crate::config::{Architecture, ModelConfig};
+use crate::quant::ggml::{dequantize, k_scale_min, GgmlType, SUPPORTED};
 use crate::weights::{random_model, to_f32_vec};
 use crate::{CpuBackend, Model};
 use burn::prelude::*;
@@ -1146,7 +1146,7 @@ fn llama_gguf_loads_to_the_same_model() {
 /// A random Llama model written as a GGUF file with its projections quantised (q, k Q4_0;
 /// v, o Q8_0; the MLP Q4_1; the tied embedding Q8_0), as llama.cpp's quantiser lays them out.
 fn tiny_quantised_llama_gguf() -> Vec<u8> {
-    use crate::model::quantised::tests::{quantise_q4_0, quantise_q4_1, quantise_q8_0};
+    use crate::quant::tests::{quantise_q4_0, quantise_q4_1, quantise_q8_0};
     let cfg = ModelConfig::from_json_str(
         &serde_json::json!({
             "architectures": ["LlamaForCausalLM"],

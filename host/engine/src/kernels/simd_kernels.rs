@@ -1,6 +1,6 @@
 //! The SIMD kernels under the CPU's prefill paths: the register-blocked product (the tiled
 //! attention's two block products and [`super::prefill_matmul`]) and `exp2` (its softmax and
-//! [`super::silu_mul`]).
+//! [`super::swiglu::silu_mul`]).
 //!
 //! Written by hand because in these products one side is short (a head width of 32-128, or a
 //! hidden size of a few hundred) and the other long: the `gemm` crate burn-flex calls packs

@@ -1,8 +1,10 @@
 //! The tokenizer and chat template built from SmolLM2's GGUF metadata against transformers'
 //! own GGUF conversion (fixtures/smollm2_tokens.json, from fixtures/make_smollm2_tokens.py).
 //!
-//! Needs `.assets/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`, which CI does not fetch: without
-//! it the tests print why and pass.
+//! Needs `.assets/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`, which the test command fetches;
+//! without it the tests print why and pass, except under `OPENCLAW_REQUIRE_ASSETS=1` (CI).
+
+mod common;
 
 use std::path::PathBuf;
 
@@ -14,14 +16,7 @@ use openclaw_engine::weights::gguf::GgufFile;
 use serde_json::Value;
 
 fn gguf_path() -> Option<PathBuf> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../.assets/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-    if path.is_file() {
-        Some(path)
-    } else {
-        eprintln!("skipping: {} is absent", path.display());
-        None
-    }
+    common::smollm2()
 }
 
 /// The caller's side: copy the GGUF's tokenizer keys into a spec.

@@ -1,10 +1,12 @@
 //! Collection: sessions, main and side turns, next states, and the recorder that makes them
-//! durable before anything else sees them.
+//! durable before anything else sees them; each served turn opened and recorded ([`turns`]).
 
 pub mod recorder;
 pub mod sessions;
+pub mod turns;
 
 pub use recorder::{CollectEvent, Recorder};
 pub use sessions::{
     valid_session_id, Assignment, Closed, SessionHints, SessionTracker, TrackerOptions,
 };
+pub use turns::{Answer, TurnDesk, TurnError};

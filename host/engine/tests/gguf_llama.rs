@@ -2,8 +2,8 @@
 //! (`fixtures/smollm2_logits.json`, written by `fixtures/make_llama_gguf_reference.py` from
 //! gguf-py's dequantisation and an independent numpy Llama forward pass).
 //!
-//! CI does not fetch the model (`scripts/fetch-smollm2.sh` does), so there the test only prints
-//! that it skipped; the fixture is committed.
+//! The test command fetches the model (`scripts/fetch-smollm2.sh`); CI requires it
+//! (`OPENCLAW_REQUIRE_ASSETS=1`). The fixture is committed.
 
 mod common;
 
@@ -24,14 +24,7 @@ const LOGIT_TOL: f32 = 1e-3;
 #[test]
 fn smollm2_gguf_logits_match_numpy_reference() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let path = root.join("../../.assets/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
-    if !path.is_file() {
-        eprintln!(
-            "skipping: {} is absent (run `bash scripts/fetch-smollm2.sh` to fetch it)",
-            path.display()
-        );
-        return;
-    }
+    let Some(path) = smollm2() else { return };
     let fixture: Value = serde_json::from_str(
         &std::fs::read_to_string(root.join("fixtures/smollm2_logits.json")).unwrap(),
     )

@@ -32,6 +32,7 @@ pub mod replay;
 pub mod run;
 pub mod samples;
 pub mod serving;
+mod stages;
 pub mod train_loop;
 pub mod training;
 

@@ -4,38 +4,30 @@
 //! scored trajectory file) are all this type; the command line only parses, reports and, for
 //! the built-in default, starts simulated users.
 
-use super::env_episodes::{EnvEpisodes, EnvRunOptions, EpisodeStats, StepJudge};
-use super::plugin_samples::{GeneratedGroups, PluginFailure, PluginRollouts};
-use super::producer::{Epochs, LiveSessions, Producer, ReplayGate, Replayed, Sinks};
-use super::replay::replay;
-use super::samples::{QueuedSample, SampleMaker};
+use super::env_episodes::EpisodeStats;
+use super::plugin_samples::PluginFailure;
+use super::producer::{Epochs, Producer};
+use super::samples::QueuedSample;
 use super::serving::{bind, interrupted, serve_on, warn_if_open, Serving};
 use super::train_loop::{ConsumedState, StepEvent, TrainLoop, TrainLoopOptions, TrainSummary};
-use super::{Collection, CollectionOptions};
-use crate::training::{
-    last_step, session_options, train_config, SessionOptions, TrainSession, RUN_STATE_FILE,
-};
+use crate::training::{last_step, session_options, train_config, TrainSession, RUN_STATE_FILE};
 use anyhow::{anyhow, bail, Context, Result};
 use burn::prelude::Backend;
 use openclaw_buffer::Log;
 use openclaw_config::backend::Placement;
 use openclaw_config::RunConfig;
 use openclaw_engine::Model;
-use openclaw_episodes::batch::{run_batch, BatchOptions, BatchSummary, JobOptions};
-use openclaw_episodes::policy_agent::PolicyAgentOptions;
-use openclaw_episodes::setup::{open_env, read_tasks, run_tasks, EnvFiles};
-use openclaw_episodes::{EpisodeOptions, TimedEnv};
-use openclaw_judge::pool::{JudgePool, PoolOptions};
+use openclaw_episodes::batch::{run_batch, BatchOptions, BatchSummary};
+use openclaw_episodes::TimedEnv;
+use openclaw_judge::pool::JudgePool;
 use openclaw_judge::stats::JudgeStats;
-use openclaw_judge::{JudgeChoice, Judges};
 use openclaw_metrics::Metrics;
 use openclaw_plugin_api::host::PolicyService;
-use openclaw_plugin_api::{HostServices, PluginKind, SamplingParams, Task, TrainingSample};
-use openclaw_plugins::instance::TracingLog;
+use openclaw_plugin_api::{HostServices, PluginKind, Task, TrainingSample};
 use openclaw_plugins::{watch, RunPlugins};
-use openclaw_policy::{load_options, scheduler_options, ModelFiles, PolicyEngine};
+use openclaw_policy::{load_options, ModelFiles};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::{Arc, Mutex};
@@ -78,21 +70,21 @@ impl ReplayCounts {
 }
 
 /// The loops besides serving: producers, the judge pool, training.
-struct Training<B: Backend> {
-    train_loop: TrainLoop<B>,
-    samples: Receiver<QueuedSample>,
-    producers: Vec<Box<dyn Producer>>,
+pub(crate) struct Training<B: Backend> {
+    pub(crate) train_loop: TrainLoop<B>,
+    pub(crate) samples: Receiver<QueuedSample>,
+    pub(crate) producers: Vec<Box<dyn Producer>>,
     /// The judge pool the producers feed, closed at shutdown (none for `train`, whose samples
     /// come scored).
-    pool: Option<Arc<JudgePool>>,
+    pub(crate) pool: Option<Arc<JudgePool>>,
 }
 
 /// A run's loops, built and not yet started.
 pub struct Pipeline<B: Backend> {
-    cfg: RunConfig,
-    metrics: Arc<Metrics>,
-    serving: Option<Serving<B>>,
-    training: Option<Training<B>>,
+    pub(crate) cfg: RunConfig,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) serving: Option<Serving<B>>,
+    pub(crate) training: Option<Training<B>>,
     /// Where a resumed run picked up.
     pub resumed: Option<Resumed>,
     /// What the buffer held unfinished.
@@ -137,7 +129,7 @@ impl EnvRun {
 }
 
 /// The consumed state a checkpoint recorded (none before any checkpoint).
-fn consumed_state<B: Backend>(session: &TrainSession<B>) -> Result<ConsumedState> {
+pub(crate) fn consumed_state<B: Backend>(session: &TrainSession<B>) -> Result<ConsumedState> {
     Ok(session
         .run_state
         .as_deref()
@@ -147,7 +139,10 @@ fn consumed_state<B: Backend>(session: &TrainSession<B>) -> Result<ConsumedState
         .unwrap_or_default())
 }
 
-fn resumed<B: Backend>(session: &TrainSession<B>, consumed: &ConsumedState) -> Option<Resumed> {
+pub(crate) fn resumed<B: Backend>(
+    session: &TrainSession<B>,
+    consumed: &ConsumedState,
+) -> Option<Resumed> {
     session.resumed_from.as_ref().map(|dir| Resumed {
         checkpoint: dir.clone(),
         step: session.trainer.state().step,
@@ -271,386 +266,6 @@ where
         self.training
             .as_mut()
             .map(|t| &mut t.train_loop.session.log)
-    }
-
-    /// The four loops (`run`): serving, collection, the judge pool running the method's reward
-    /// plugin, and training through its loss plugin, publishing new weights to serving. A run
-    /// restarted on the same directories resumes from the newest checkpoint (serving its weights
-    /// under its version) and replays what the buffer holds unfinished.
-    pub fn four_loops(
-        cfg: &RunConfig,
-        plugins: &RunPlugins,
-        placement: &Placement<B>,
-    ) -> Result<Self> {
-        let metrics = Arc::new(Metrics::new());
-        // Samples made elsewhere than from live turns: episodes, a rollout or generate plugin.
-        let made = !cfg.env.is_empty()
-            || plugins.plugin_for(PluginKind::Rollout).is_some()
-            || plugins.plugin_for(PluginKind::Generate).is_some();
-        // The judges are chosen before anything starts or is written: a run refused for want
-        // of one leaves nothing behind.
-        let judges_turns = !made || cfg.prm_step_coef > 0.0;
-        let choice = JudgeChoice::resolve(cfg, judges_turns, &openclaw_judge::is_classifier)?;
-        eprintln!("{}", choice.describe());
-
-        // Training first: a resumed run serves the checkpoint's weights under its version.
-        let loss = plugins.loss(HostServices::standalone())?;
-        let mut tc = train_config(cfg, cfg.max_steps.max(1))?;
-        let inputs = plugins.loss_inputs()?;
-        tc.use_reference = inputs.reference_logprobs;
-        if !cfg.env.is_empty() && inputs.teacher_logprobs {
-            bail!(
-                "--env trains on the outcome advantages of episodes, but the method's loss reads a \
-                 teacher's log-probabilities per turn (on-policy distillation), which episodes do not \
-                 have: use a method that learns from rewards (--plugin binary-rl)"
-            );
-        }
-        // The environment before anything heavy starts: a wrong name or configuration fails
-        // here.
-        let env = if cfg.env.is_empty() {
-            None
-        } else {
-            let path = |p: &str| (!p.is_empty()).then(|| PathBuf::from(p));
-            let env = open_env(
-                &cfg.env,
-                &EnvFiles {
-                    config: path(&cfg.env_config),
-                    tools: path(&cfg.tools_config),
-                    pool_urls: pool_urls(&cfg.env_pool_url),
-                    pool_key: cfg.env_pool_api_key.clone(),
-                },
-            )?;
-            let call = Duration::from_secs(cfg.env_call_timeout);
-            let tasks = run_tasks(&env, &cfg.data_path, &cfg.env_split, call)?;
-            let eval_tasks = if cfg.env_eval_interval > 0 {
-                let mut t = env.tasks("eval", call).with_context(|| {
-                    "--env-eval-interval evaluates the environment's `eval` split"
-                })?;
-                if t.is_empty() {
-                    bail!(
-                        "--env-eval-interval: environment `{}` has no tasks in its `eval` split",
-                        env.plugin()
-                    );
-                }
-                t.truncate(cfg.env_eval_tasks as usize);
-                t
-            } else {
-                Vec::new()
-            };
-            Some((env, tasks, eval_tasks))
-        };
-        let save_dir = PathBuf::from(&cfg.save_dir);
-        let mut resume = cfg.resume_from_checkpoint.clone();
-        if resume.is_empty()
-            && openclaw_model_store::list_checkpoints(&save_dir).is_ok_and(|c| !c.is_empty())
-        {
-            // A restart on the same directories continues where the run stopped.
-            resume = "latest".into();
-        }
-        let session = TrainSession::<B>::start(
-            tc,
-            SessionOptions {
-                save_dir: Some(save_dir.clone()),
-                resume,
-                ..session_options(cfg)
-            },
-            &placement.train,
-        )?;
-        let consumed = consumed_state(&session)?;
-        let resumed = resumed(&session, &consumed);
-        let (serve_path, version) = match &resumed {
-            Some(r) => (r.checkpoint.display().to_string(), r.weight_version),
-            None => (cfg.model_path.clone(), 0),
-        };
-
-        // Serving, with the recorder feeding collection. When samples are made elsewhere than
-        // from live turns (episodes, a rollout or generate plugin), live turns are served and
-        // recorded but not collected: they wait in the buffer, and the next run that collects
-        // replays them. (Work the buffer held at start is replayed either way; training keeps
-        // samples with and without advantages in separate batches.)
-        let (collect_tx, collect_rx) = sync_channel(4096);
-        let collect_tx = (!made).then_some(collect_tx);
-        let mut files = ModelFiles::<B>::load(&serve_path, &load_options(cfg), &placement.serve)?;
-        // A fresh run serves the starting model, which is also the frozen teacher: one copy of
-        // its weights for both, and for the trainer too when LoRA trains over quantised blocks
-        // on the same device (publications then add only adapters to that base).
-        // A resumed one serves the trainer's adapters beside that base.
-        if placement.serve == placement.train {
-            let shared = if resumed.is_none() {
-                session.quantised_base()
-            } else {
-                session.quantised_weights()
-            };
-            if let Some(model) = shared {
-                files.model = model;
-            }
-        }
-        let mut starting = resumed.is_none().then(|| files.clone());
-        let serving = Serving::build(cfg, files, version, collect_tx, metrics.clone())?;
-        let engine = serving.engine.clone();
-
-        // The reward plugin: the judges, and the policy as teacher (frozen: the starting model,
-        // kept only when the loss reads teacher log-probabilities). The starting model, never
-        // updated, is its own engine (which also judges under `--judge self`), over the served
-        // weights of a fresh run.
-        let mut frozen_engine: Option<Arc<dyn PolicyService>> = None;
-        let mut frozen = || -> Result<Arc<dyn PolicyService>> {
-            if let Some(e) = &frozen_engine {
-                return Ok(e.clone());
-            }
-            let files = match starting.take() {
-                Some(files) => files,
-                None => {
-                    ModelFiles::<B>::load(&cfg.model_path, &load_options(cfg), &placement.serve)?
-                }
-            };
-            let e: Arc<dyn PolicyService> = Arc::new(PolicyEngine::start(
-                files,
-                0,
-                scheduler_options(cfg),
-                metrics.clone(),
-            ));
-            frozen_engine = Some(e.clone());
-            Ok(e)
-        };
-        let teacher: Arc<dyn PolicyService> = if cfg.teacher == "frozen" && inputs.teacher_logprobs
-        {
-            frozen()?
-        } else {
-            engine.clone()
-        };
-        let judges = Judges::load::<B>(&choice, cfg, &placement.judge, &mut frozen)?;
-        let reward_name = plugins
-            .plugin_for(PluginKind::Reward)
-            .unwrap_or("reward")
-            .to_string();
-        let reward = Arc::new(
-            plugins.reward(
-                judges
-                    .give(HostServices::builder())
-                    .policy(teacher)
-                    .log(TracingLog::new(&reward_name))
-                    .build(),
-            )?,
-        );
-
-        // Judge pool → samples → training.
-        // Made samples are produced no further ahead than a batch, so they are not stale by the
-        // time they train; live turns come when users send them.
-        let queue = cfg.rollout_batch_size as usize * if made { 1 } else { 4 };
-        let (train_tx, train_rx) = sync_channel(queue);
-        let judge_stats = Arc::new(JudgeStats::new(metrics.clone()));
-        let maker =
-            Arc::new(SampleMaker::new(serving.log(), train_tx).with_stats(judge_stats.clone()));
-        let on_outcome = maker.clone();
-        let pool = Arc::new(JudgePool::start(
-            reward.clone(),
-            PoolOptions {
-                workers: cfg.num_judge_workers as usize,
-                queue: 256,
-                attempts: 3,
-                backoff: Duration::from_millis(500),
-                timeout: Duration::from_secs(cfg.judge_timeout),
-            },
-            metrics.clone(),
-            Arc::new(move |o| on_outcome.on_outcome(o)),
-        ));
-        let settings = openclaw_judge::settings(cfg);
-        let sinks = Sinks {
-            judge: pool.clone(),
-            samples: maker,
-            settings: settings.clone(),
-        };
-
-        // Producers: what the buffer holds unfinished, then the live sessions or the episodes.
-        let mut plan = replay(&serving.replay.records, &consumed);
-        let episode_plan = std::mem::take(&mut plan.episodes);
-        let next_generated_group = plan.next_generated_group;
-        let next_rollout_id = plan.next_rollout_id;
-        if env.is_none() && !episode_plan.groups.is_empty() {
-            tracing::warn!(
-                "{} unfinished groups of environment episodes wait in the buffer for a run with --env",
-                episode_plan.groups.len()
-            );
-        }
-        let counts = ReplayCounts {
-            to_train: plan.to_train.len(),
-            to_sample: plan.to_sample.len(),
-            to_judge: plan.to_judge.len(),
-            already_trained: plan.already_trained,
-            // Groups of this environment (another's are left as they are).
-            unfinished_groups: env.as_ref().map_or(0, |(e, _, _)| {
-                episode_plan
-                    .groups
-                    .iter()
-                    .filter(|g| g.episodes.iter().all(|x| x.env == e.plugin()))
-                    .count()
-            }),
-        };
-        let gate = Arc::new(ReplayGate::default());
-        let mut producers: Vec<Box<dyn Producer>> = vec![Box::new(Replayed {
-            plan,
-            sinks: sinks.clone(),
-            gate: gate.clone(),
-        })];
-        let mut env_run = None;
-        let failure = Arc::new(PluginFailure::default());
-        let plugin_host = || {
-            HostServices::builder()
-                .policy(engine.clone() as Arc<dyn PolicyService>)
-                .log(TracingLog::new("plugin"))
-                .build()
-        };
-        let rollout = plugins.rollout(plugin_host())?;
-        let generate = plugins.generate(plugin_host())?;
-        match env {
-            None if rollout.is_some() => producers.push(Box::new(PluginRollouts {
-                rollout: rollout.expect("checked"),
-                batch_size: cfg.rollout_batch_size,
-                samples_per_prompt: cfg.num_rollouts_per_prompt.max(1),
-                first_id: next_rollout_id,
-                samples: sinks.samples.clone(),
-                failure: failure.clone(),
-                gate: gate.clone(),
-            })),
-            None if generate.is_some() => {
-                if cfg.data_path.is_empty() {
-                    bail!("a generate plugin needs --data-path: the prompts (a task file, JSONL) it generates for");
-                }
-                let tasks = read_tasks(Path::new(&cfg.data_path))?;
-                producers.push(Box::new(GeneratedGroups {
-                    generate: generate.expect("checked"),
-                    tasks,
-                    group_size: cfg.group_size() as usize,
-                    parallel: cfg.parallel_envs as usize,
-                    sampling: SamplingParams {
-                        max_tokens: cfg.default_max_tokens,
-                        seed: Some(cfg.seed).into(),
-                        ..SamplingParams::default()
-                    },
-                    first_group: next_generated_group,
-                    samples: sinks.samples.clone(),
-                    failure: failure.clone(),
-                    gate: gate.clone(),
-                }))
-            }
-            None => producers.push(Box::new(LiveSessions {
-                events: collect_rx,
-                collection: Collection::new(
-                    CollectionOptions {
-                        max_pending: (cfg.max_sessions as usize).max(1),
-                        judge: settings.clone(),
-                    },
-                    metrics.clone(),
-                ),
-                sinks,
-            })),
-            Some((env, tasks, eval_tasks)) => {
-                let policy: Arc<dyn PolicyService> = engine.clone();
-                let call = Duration::from_secs(cfg.env_call_timeout);
-                let jobs = JobOptions {
-                    parallel: cfg.parallel_envs as usize,
-                    episode: EpisodeOptions {
-                        max_steps: cfg.max_episode_steps,
-                        call_timeout: call,
-                        evaluate_timeout: call.saturating_mul(10),
-                        full_wait: call.saturating_mul(10),
-                        env_retries: 2,
-                    },
-                    agent: PolicyAgentOptions {
-                        sampling: SamplingParams {
-                            max_tokens: cfg.default_max_tokens,
-                            ..SamplingParams::default()
-                        },
-                        context: engine.context(),
-                        min_reply_tokens: 16,
-                    },
-                };
-                let stats = Arc::new(EpisodeStats::default());
-                tracing::info!(
-                    "environment `{}`: {} tasks, groups of {}, {} episodes at once, at most {} steps each",
-                    env.plugin(),
-                    tasks.len(),
-                    cfg.group_size(),
-                    cfg.parallel_envs,
-                    cfg.max_episode_steps
-                );
-                env_run = Some(EnvRun {
-                    env: env.clone(),
-                    stats: stats.clone(),
-                    eval_tasks,
-                    policy: policy.clone(),
-                    eval: BatchOptions {
-                        per_task: 1,
-                        parallel: cfg.parallel_envs as usize,
-                        episode: jobs.episode.clone(),
-                        agent: PolicyAgentOptions {
-                            sampling: SamplingParams {
-                                temperature: 0.0,
-                                ..jobs.agent.sampling.clone()
-                            },
-                            ..jobs.agent.clone()
-                        },
-                        seed: cfg.seed,
-                    },
-                });
-                producers.push(Box::new(EnvEpisodes {
-                    env,
-                    tasks,
-                    policy,
-                    opts: EnvRunOptions {
-                        group_size: cfg.group_size() as usize,
-                        jobs,
-                        seed: cfg.seed,
-                    },
-                    samples: sinks.samples.clone(),
-                    resume: episode_plan,
-                    stats,
-                    step_judge: (cfg.prm_step_coef > 0.0).then(|| StepJudge {
-                        reward: reward.clone(),
-                        settings: settings.clone(),
-                        coef: cfg.prm_step_coef as f32,
-                        timeout: Duration::from_secs(cfg.judge_timeout),
-                    }),
-                    gate: gate.clone(),
-                }));
-            }
-        }
-
-        let train_loop = TrainLoop {
-            session,
-            loss,
-            weights: Some(engine.weights.clone()),
-            serve_device: placement.serve.clone(),
-            opts: TrainLoopOptions {
-                batch: cfg.rollout_batch_size as usize,
-                batch_timeout: Duration::from_secs(cfg.batch_timeout),
-                max_staleness: cfg.max_staleness,
-                correct_stale: cfg.stale_policy == "correct",
-                update_interval: cfg.update_weights_interval as u64,
-                max_steps: cfg.max_steps,
-                max_failed_steps: cfg.max_failed_steps,
-            },
-            metrics: metrics.clone(),
-            consumed,
-        };
-        Ok(Pipeline {
-            cfg: cfg.clone(),
-            metrics,
-            serving: Some(serving),
-            training: Some(Training {
-                train_loop,
-                samples: train_rx,
-                producers,
-                pool: Some(pool),
-            }),
-            resumed,
-            replay: counts,
-            last_step: (cfg.max_steps > 0).then_some(cfg.max_steps),
-            env: env_run,
-            plugin_failure: Some(failure),
-            judge_stats: Some(judge_stats),
-        })
     }
 
     /// Starts every loop and listens on the configured address; `on_step` runs on the training
@@ -992,7 +607,7 @@ fn join_by<T>(t: &JoinHandle<T>, deadline: Instant) -> bool {
 }
 
 /// The pools of `--env-pool-url`: comma-separated, blanks dropped.
-fn pool_urls(list: &str) -> Vec<String> {
+pub(crate) fn pool_urls(list: &str) -> Vec<String> {
     list.split(',')
         .map(str::trim)
         .filter(|u| !u.is_empty())

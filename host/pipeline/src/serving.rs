@@ -4,7 +4,7 @@
 use anyhow::{bail, Context, Result};
 use burn::prelude::Backend;
 use openclaw_buffer::{FsyncPolicy, Log, LogOptions, Record, Replay};
-use openclaw_collect::{CollectEvent, Recorder, SessionTracker, TrackerOptions};
+use openclaw_collect::{CollectEvent, Recorder, SessionTracker, TrackerOptions, TurnDesk};
 use openclaw_config::RunConfig;
 use openclaw_engine::Model;
 use openclaw_metrics::Metrics;
@@ -102,8 +102,11 @@ where
         let sessions = Arc::new(Mutex::new(tracker));
         let app = Arc::new(App {
             engine: engine.clone(),
-            sessions,
-            recorder,
+            turns: TurnDesk {
+                sessions,
+                recorder,
+                record_turns: cfg.enable_rl_intercept,
+            },
             metrics,
             admission: Arc::new(tokio::sync::Semaphore::new(
                 (cfg.max_inflight as usize).max(1),
@@ -116,7 +119,6 @@ where
                 max_body_bytes: cfg.max_body_bytes as usize,
                 default_max_tokens: cfg.default_max_tokens,
                 default_temperature: 1.0,
-                record_turns: cfg.enable_rl_intercept,
                 body_timeout: Duration::from_secs(cfg.request_body_timeout.max(1)),
                 max_inflight_per_client: (cfg.max_inflight_per_client as usize).max(1),
                 max_inflight: (cfg.max_inflight as usize).max(1),
@@ -131,7 +133,7 @@ where
 
     /// The durable buffer the server records into.
     pub fn log(&self) -> Arc<Log> {
-        self.app.recorder.log().clone()
+        self.app.turns.recorder.log().clone()
     }
 }
 
@@ -174,12 +176,13 @@ where
         let mut tick = tokio::time::interval(Duration::from_secs(5));
         loop {
             tick.tick().await;
-            let closed = match sweeper.sessions.lock() {
+            let closed = match sweeper.turns.sessions.lock() {
                 Ok(mut t) => t.sweep(Instant::now()),
                 Err(_) => return,
             };
             for c in closed {
                 if let Err(e) = sweeper
+                    .turns
                     .recorder
                     .closed(&c.session_id, c.reason, c.open_turn)
                 {

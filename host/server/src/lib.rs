@@ -1,7 +1,66 @@
 //! Serving: the OpenAI-compatible HTTP API.
+//!
+//! A chat request passes, in order: the key ([`admission::authorize`], a layer over the `/v1`
+//! routes), its client's share and the total of request slots ([`admission::admit`], a layer
+//! over the chat route, taken before the body is read), the body under its size limit and
+//! deadline, the request's parsing into typed fields with errors that name the field
+//! ([`protocol`]), the prompt, generation, and the answer, plain or streamed ([`answer`]),
+//! whose turn collection records before the client sees its end.
 
+pub mod admission;
+pub mod answer;
+pub mod error;
 pub mod protocol;
-pub mod server;
+pub mod routes;
 pub mod text;
 
-pub use server::{router, App, ServerOptions};
+pub use routes::router;
+
+use burn::prelude::Backend;
+use openclaw_collect::TurnDesk;
+use openclaw_metrics::Metrics;
+use openclaw_policy::PolicyEngine;
+use std::sync::{Arc, Mutex};
+
+/// Settings of the server.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// The model id clients use (`default` is accepted too).
+    pub served_model_name: String,
+    /// Bearer key required when not empty.
+    pub api_key: String,
+    /// Largest accepted request body.
+    pub max_body_bytes: usize,
+    /// Completion budget when the request gives none.
+    pub default_max_tokens: u32,
+    /// Default sampling temperature.
+    pub default_temperature: f32,
+    /// How long a request may take to send its body (`--request-body-timeout`): a slot is
+    /// held while it is read.
+    pub body_timeout: std::time::Duration,
+    /// Chat requests one client address may have admitted at once
+    /// (`--max-inflight-per-client`), so one client cannot take every slot.
+    pub max_inflight_per_client: usize,
+    /// Total slots (`--max-inflight`), for `/healthz`.
+    pub max_inflight: usize,
+}
+
+/// What the handlers share.
+pub struct App<B: Backend> {
+    /// The served model.
+    pub engine: Arc<PolicyEngine<B>>,
+    /// Sessions and the recorder: each request's turn, opened and recorded.
+    pub turns: TurnDesk,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// Settings.
+    pub opts: ServerOptions,
+    /// Chat requests admitted at once (`--max-inflight`), counted from before the body is read
+    /// to the end of the answer, so reading, parsing and tokenizing are bounded too.
+    pub admission: Arc<tokio::sync::Semaphore>,
+    /// Admitted chat requests per client address.
+    pub per_client: Arc<Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+    /// Set when the server stops: requests still sending their body are answered 503 at once
+    /// instead of holding the stop.
+    pub stopping: tokio::sync::watch::Sender<bool>,
+}

@@ -125,17 +125,26 @@ pub fn qwen3_tiny(dir: &Path) -> PathBuf {
 }
 
 /// SmolLM2-135M-Instruct (Q4_1 GGUF) as `scripts/fetch-smollm2.sh` fetches it (the test
-/// command does), or `None` with a line saying the test is skipped and why.
+/// command does): `None` with a line saying the test is skipped and why, except where
+/// `OPENCLAW_REQUIRE_ASSETS=1` (CI sets it), where a missing file fails the test.
 pub fn smollm2() -> Option<PathBuf> {
     let gguf = workspace().join(".assets/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
     if gguf.is_file() {
         return Some(gguf);
     }
-    eprintln!(
-        "SKIPPED: {} is absent; scripts/test.sh fetches it (or run scripts/fetch-smollm2.sh)",
+    let why = "scripts/test.sh fetches it (or run scripts/fetch-smollm2.sh)";
+    assert!(
+        !assets_required(),
+        "{} is absent and OPENCLAW_REQUIRE_ASSETS=1: {why}",
         gguf.display()
     );
+    eprintln!("SKIPPED: {} is absent; {why}", gguf.display());
     None
+}
+
+/// Whether a missing asset fails a test instead of skipping it (`OPENCLAW_REQUIRE_ASSETS=1`).
+pub fn assets_required() -> bool {
+    std::env::var("OPENCLAW_REQUIRE_ASSETS").is_ok_and(|v| v == "1")
 }
 
 /// The Python with the `openai` client: `OPENCLAW_TEST_PYTHON`, else the venv

@@ -10,6 +10,27 @@ use openclaw_engine::{CpuBackend, Model, ModelConfig, Versioned};
 
 pub type B = CpuBackend;
 
+/// SmolLM2-135M-Instruct (Q4_1 GGUF) as `scripts/fetch-smollm2.sh` fetches it (the test
+/// command does): `None`, with a line saying the test is skipped, when it is absent, except
+/// where `OPENCLAW_REQUIRE_ASSETS=1` (CI sets it), where a missing file fails the test.
+pub fn smollm2() -> Option<PathBuf> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../.assets/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    if path.is_file() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("OPENCLAW_REQUIRE_ASSETS").as_deref() != Ok("1"),
+        "{} is absent and OPENCLAW_REQUIRE_ASSETS=1: run scripts/fetch-smollm2.sh",
+        path.display()
+    );
+    eprintln!(
+        "SKIPPED: {} is absent (run scripts/fetch-smollm2.sh)",
+        path.display()
+    );
+    None
+}
+
 /// `host/engine/tests/fixtures/qwen3-tiny/<name>`.
 pub fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

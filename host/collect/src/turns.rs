@@ -1,0 +1,129 @@
+//! A served turn from collection's side: when a request arrives it is given its session and
+//! turn, and the previous turn's next state and any sessions it closed are recorded before
+//! anything is generated ([`TurnDesk::open`]); when its answer is done, the turn with its
+//! exact tokens is recorded before the client sees the end of it ([`TurnDesk::record`]).
+
+use crate::{Assignment, Closed, Recorder, SessionHints, SessionTracker};
+use openclaw_buffer::messages::to_abi;
+use openclaw_chat::ChatMessage;
+use openclaw_plugin_api::{Turn, TurnType};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+/// Why a turn could not be opened or recorded.
+#[derive(Debug)]
+pub enum TurnError {
+    /// The session table was poisoned by a panic.
+    Poisoned,
+    /// The buffer did not take a record (the message says why).
+    Unrecorded(String),
+}
+
+/// What a finished answer leaves to record: the reply as the client sees it and the exact
+/// tokens it was sampled as.
+pub struct Answer<'a> {
+    /// The request's messages.
+    pub messages: &'a [ChatMessage],
+    /// The request's tools (JSON), when it had any.
+    pub tools: Option<&'a serde_json::Value>,
+    /// Whether the request ended its session (`session_done`).
+    pub done: bool,
+    /// The prompt's token ids.
+    pub prompt_ids: &'a [u32],
+    /// The reply.
+    pub reply: ChatMessage,
+    /// The sampled token ids.
+    pub response_ids: &'a [u32],
+    /// Their logprobs under the sampling distribution.
+    pub response_logprobs: &'a [f32],
+    /// The weight version that sampled them.
+    pub weight_version: u64,
+}
+
+/// Session tracking and the recorder, as the server uses them for each request.
+pub struct TurnDesk {
+    /// Session tracking.
+    pub sessions: Arc<Mutex<SessionTracker>>,
+    /// Where turns go.
+    pub recorder: Recorder,
+    /// Record turns for training (`--enable-rl-intercept`); sessions are tracked either way.
+    pub record_turns: bool,
+}
+
+impl TurnDesk {
+    /// The session and turn of a request, with the previous turn's next state and the sessions
+    /// it closed recorded first.
+    pub fn open(
+        &self,
+        hints: &SessionHints,
+        messages: &[ChatMessage],
+    ) -> Result<Assignment, TurnError> {
+        let (assignment, closed) = {
+            let mut t = self.sessions.lock().map_err(|_| TurnError::Poisoned)?;
+            t.on_request(hints, messages, Instant::now())
+        };
+        if self.record_turns {
+            for c in &closed {
+                self.record_closed(c)?;
+            }
+            if let Some((turn, ns)) = &assignment.next_state {
+                self.recorder
+                    .next_state(&assignment.session_id, *turn, ns.clone())
+                    .map_err(|e| TurnError::Unrecorded(format!("cannot record: {e:#}")))?;
+            }
+        }
+        Ok(assignment)
+    }
+
+    /// Records the finished turn (durably) and tells session tracking about the reply; a
+    /// session the request ended is recorded closed after its last turn.
+    pub fn record(&self, assignment: &Assignment, answer: Answer) -> Result<(), TurnError> {
+        let closed = match self.sessions.lock() {
+            Ok(mut t) => {
+                t.on_response(assignment, answer.messages, &answer.reply, Instant::now());
+                answer
+                    .done
+                    .then(|| t.close(&assignment.session_id, "done"))
+                    .flatten()
+            }
+            Err(_) => None,
+        };
+        if !self.record_turns {
+            return closed.map_or(Ok(()), |c| self.record_closed(&c));
+        }
+        let prompt_messages: Vec<_> = answer.messages.iter().map(to_abi).collect();
+        let turn = Turn {
+            session_id: assignment.session_id.as_str().into(),
+            turn_index: assignment.turn_index,
+            turn_type: assignment.turn_type,
+            prompt_messages: prompt_messages.into(),
+            tools_json: answer
+                .tools
+                .map(|t| t.to_string())
+                .unwrap_or_default()
+                .into(),
+            response: to_abi(&answer.reply),
+            prompt_ids: answer.prompt_ids.to_vec().into(),
+            response_ids: answer.response_ids.to_vec().into(),
+            response_logprobs: answer.response_logprobs.to_vec().into(),
+            weight_version: answer.weight_version,
+            next_state: None.into(),
+            trainable: assignment.turn_type == TurnType::Main,
+        };
+        let recorded = self
+            .recorder
+            .turn(turn)
+            .map(|_| ())
+            .map_err(|e| TurnError::Unrecorded(format!("cannot record the turn: {e:#}")));
+        // The session is closed in memory either way; its end is recorded even if the turn
+        // was not.
+        let ended = closed.map_or(Ok(()), |c| self.record_closed(&c));
+        recorded.and(ended)
+    }
+
+    fn record_closed(&self, c: &Closed) -> Result<(), TurnError> {
+        self.recorder
+            .closed(&c.session_id, c.reason, c.open_turn)
+            .map_err(|e| TurnError::Unrecorded(format!("cannot record: {e:#}")))
+    }
+}

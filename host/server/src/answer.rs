@@ -1,0 +1,303 @@
+//! The answer to a chat request, whole or streamed: the engine's tokens through the text
+//! pipeline (detokenising, holding back what could begin a stop string, parsing reasoning and
+//! tool calls), their logprobs when asked, and the turn recorded (durably) before the client
+//! sees its end. Both forms take each token the same way ([`Tokens`]).
+
+use crate::admission::{Admitted, InFlight};
+use crate::protocol::{ApiError, ChatRequest};
+use crate::routes::turn_refusal;
+use crate::text::TextPipeline;
+use crate::App;
+use axum::response::sse::Event;
+use burn::prelude::Backend;
+use openclaw_chat::{ParseEvent, ParsedMessage};
+use openclaw_collect::{Answer, Assignment};
+use openclaw_engine::{Generation, Model, StopMatch};
+use openclaw_policy::GenEvent;
+use serde_json::{json, Value};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::mpsc;
+
+/// Everything a request carries to the end of its generation.
+pub struct Turnkeeper {
+    /// Its slots, given back when the answer ends (or the client goes away).
+    pub(crate) _admitted: Admitted,
+    /// Its place in the in-flight gauge, likewise.
+    pub(crate) _in_flight: InFlight,
+    pub(crate) request: ChatRequest,
+    pub(crate) assignment: Assignment,
+    pub(crate) prompt_ids: Vec<u32>,
+    pub(crate) id: String,
+    pub(crate) created: u64,
+}
+
+/// What both answers do with each token: the time to the first, its logprob entry when the
+/// request asked for them, and its text through the pipeline.
+struct Tokens<'a, B: Backend> {
+    app: &'a App<B>,
+    k: &'a Turnkeeper,
+    started: Instant,
+    first: bool,
+    /// Logprob entries of tokens whose text is not out yet.
+    logprobs: Vec<Value>,
+}
+
+impl<'a, B: Backend> Tokens<'a, B>
+where
+    Model<B>: Send + Sync,
+{
+    fn new(app: &'a App<B>, k: &'a Turnkeeper, started: Instant) -> Self {
+        Tokens {
+            app,
+            k,
+            started,
+            first: true,
+            logprobs: Vec::new(),
+        }
+    }
+
+    /// Takes one sampled token; returns what the pipeline let out.
+    fn take(
+        &mut self,
+        pipeline: &mut TextPipeline,
+        id: u32,
+        logprob: f32,
+        stop: Option<&StopMatch>,
+        top: &[(u32, f32)],
+    ) -> Vec<ParseEvent> {
+        if self.first {
+            self.app
+                .metrics
+                .ttft_seconds
+                .observe(self.started.elapsed().as_secs_f64());
+            self.first = false;
+        }
+        if self.k.request.logprobs.is_some() {
+            self.logprobs
+                .push(token_logprob(self.app, id, logprob, top));
+        }
+        pipeline.token(id, stop)
+    }
+
+    /// Records the turn: durable before the client sees its end.
+    fn record(&self, g: &Generation, parsed: &ParsedMessage) -> Result<(), ApiError> {
+        let k = self.k;
+        let answer = Answer {
+            messages: &k.request.messages,
+            tools: k.request.tools.as_ref(),
+            done: k.request.hints.done,
+            prompt_ids: &k.prompt_ids,
+            reply: parsed.to_chat_message(),
+            response_ids: &g.token_ids,
+            response_logprobs: &g.logprobs,
+            weight_version: g.weight_version,
+        };
+        self.app
+            .turns
+            .record(&k.assignment, answer)
+            .map_err(turn_refusal)
+    }
+
+    fn done(&self) {
+        self.app
+            .metrics
+            .request_seconds
+            .observe(self.started.elapsed().as_secs_f64());
+    }
+}
+
+fn finish_reason(g: &Generation, tool_calls: bool) -> &'static str {
+    if tool_calls {
+        "tool_calls"
+    } else {
+        g.finish_reason.as_str()
+    }
+}
+
+fn assistant_json(m: &ParsedMessage) -> Value {
+    let mut v = json!({"role": "assistant", "content": if m.content.is_empty() && !m.tool_calls.is_empty() { Value::Null } else { Value::String(m.content.clone()) }});
+    if !m.reasoning_content.is_empty() {
+        v["reasoning_content"] = json!(m.reasoning_content);
+    }
+    if !m.tool_calls.is_empty() {
+        v["tool_calls"] = Value::Array(
+            m.tool_calls
+                .iter()
+                .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+                .collect(),
+        );
+    }
+    v
+}
+
+/// One token as OpenAI's `logprobs.content` lists it: its text, logprob, UTF-8 bytes and the
+/// most likely alternatives at its step.
+fn token_logprob<B: Backend>(app: &App<B>, id: u32, logprob: f32, top: &[(u32, f32)]) -> Value
+where
+    Model<B>: Send + Sync,
+{
+    let entry = |id: u32, logprob: f32| {
+        let text = app
+            .engine
+            .tokenizer
+            .decode(&[id], false)
+            .unwrap_or_default();
+        json!({"token": text, "logprob": logprob, "bytes": text.as_bytes()})
+    };
+    let mut e = entry(id, logprob);
+    e["top_logprobs"] = Value::Array(top.iter().map(|&(t, lp)| entry(t, lp)).collect());
+    e
+}
+
+fn usage(k: &Turnkeeper, g: &Generation) -> Value {
+    json!({"prompt_tokens": k.prompt_ids.len(), "completion_tokens": g.token_ids.len(), "total_tokens": k.prompt_ids.len() + g.token_ids.len()})
+}
+
+/// The whole answer, as one JSON body.
+pub async fn whole<B: Backend>(
+    app: Arc<App<B>>,
+    k: Turnkeeper,
+    mut rx: mpsc::UnboundedReceiver<GenEvent>,
+    mut pipeline: TextPipeline,
+    started: Instant,
+) -> Result<Value, ApiError>
+where
+    Model<B>: Send + Sync,
+{
+    let mut tokens = Tokens::new(&app, &k, started);
+    while let Some(ev) = rx.recv().await {
+        match ev {
+            GenEvent::Started { .. } => {}
+            GenEvent::Token {
+                id,
+                logprob,
+                stop,
+                top,
+            } => {
+                tokens.take(&mut pipeline, id, logprob, stop.as_ref(), &top);
+            }
+            GenEvent::Failed(e) => return Err(ApiError::invalid(e, Some("messages"))),
+            GenEvent::Done(g) => {
+                pipeline.finish();
+                let m = pipeline.message().clone();
+                tokens.record(&g, &m)?;
+                tokens.done();
+                let logprobs = std::mem::take(&mut tokens.logprobs);
+                return Ok(json!({
+                    "id": k.id,
+                    "object": "chat.completion",
+                    "created": k.created,
+                    "model": app.opts.served_model_name,
+                    "choices": [{"index": 0, "message": assistant_json(&m), "finish_reason": finish_reason(&g, !m.tool_calls.is_empty()), "logprobs": k.request.logprobs.map(|_| json!({"content": logprobs}))}],
+                    "usage": usage(&k, &g),
+                    "session_id": k.assignment.session_id,
+                    "weight_version": g.weight_version,
+                }));
+            }
+        }
+    }
+    Err(ApiError::internal("generation stopped before the end"))
+}
+
+/// A chunk carrying the logprobs of the tokens its text came from (when the request asked).
+fn chunk<B: Backend>(
+    app: &App<B>,
+    k: &Turnkeeper,
+    delta: Value,
+    finish: Option<&str>,
+    logprobs: Vec<Value>,
+) -> Event {
+    let logprobs = match k.request.logprobs {
+        Some(_) if !logprobs.is_empty() => json!({"content": logprobs}),
+        _ => Value::Null,
+    };
+    let body = json!({
+        "id": k.id,
+        "object": "chat.completion.chunk",
+        "created": k.created,
+        "model": app.opts.served_model_name,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": logprobs}],
+    });
+    Event::default().data(body.to_string())
+}
+
+/// The pipeline's events as streamed deltas.
+fn deltas(events: Vec<ParseEvent>) -> Vec<Value> {
+    events
+        .into_iter()
+        .filter_map(|e| match e {
+            ParseEvent::ContentDelta(t) if !t.is_empty() => Some(json!({"content": t})),
+            ParseEvent::ReasoningDelta(t) if !t.is_empty() => Some(json!({"reasoning_content": t})),
+            ParseEvent::ToolCall(c) => Some(json!({"tool_calls": [{"index": c.index, "id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}]})),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The answer streamed as server-sent events, token by token.
+pub async fn stream<B: Backend>(
+    app: Arc<App<B>>,
+    k: Turnkeeper,
+    mut rx: mpsc::UnboundedReceiver<GenEvent>,
+    mut pipeline: TextPipeline,
+    tx: mpsc::Sender<Result<Event, Infallible>>,
+    started: Instant,
+) where
+    Model<B>: Send + Sync,
+{
+    let send = |e: Event| {
+        let tx = tx.clone();
+        async move { tx.send(Ok(e)).await.is_ok() }
+    };
+    let role = json!({"role": "assistant", "content": ""});
+    let mut open = send(chunk(&app, &k, role, None, Vec::new())).await;
+    let mut tokens = Tokens::new(&app, &k, started);
+    while let Some(ev) = rx.recv().await {
+        match ev {
+            GenEvent::Started { .. } => {}
+            GenEvent::Token {
+                id,
+                logprob,
+                stop,
+                top,
+            } => {
+                let events = tokens.take(&mut pipeline, id, logprob, stop.as_ref(), &top);
+                for d in deltas(events) {
+                    let lp = std::mem::take(&mut tokens.logprobs);
+                    open = open && send(chunk(&app, &k, d, None, lp)).await;
+                }
+                if !open {
+                    break; // the client went away: dropping `rx` stops its generation
+                }
+            }
+            GenEvent::Failed(e) => {
+                let err = ApiError::internal(e);
+                let _ = send(Event::default().data(err.body().to_string())).await;
+                break;
+            }
+            GenEvent::Done(g) => {
+                for d in deltas(pipeline.finish()) {
+                    let lp = std::mem::take(&mut tokens.logprobs);
+                    open = open && send(chunk(&app, &k, d, None, lp)).await;
+                }
+                let m = pipeline.message().clone();
+                if let Err(e) = tokens.record(&g, &m) {
+                    let _ = send(Event::default().data(e.body().to_string())).await;
+                    break;
+                }
+                let finish = finish_reason(&g, !m.tool_calls.is_empty());
+                let lp = std::mem::take(&mut tokens.logprobs);
+                let _ = send(chunk(&app, &k, json!({}), Some(finish), lp)).await;
+                if k.request.include_usage {
+                    let body = json!({"id": k.id, "object": "chat.completion.chunk", "created": k.created, "model": app.opts.served_model_name, "choices": [], "usage": usage(&k, &g)});
+                    let _ = send(Event::default().data(body.to_string())).await;
+                }
+                let _ = send(Event::default().data("[DONE]")).await;
+                tokens.done();
+                break;
+            }
+        }
+    }
+}

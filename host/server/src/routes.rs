@@ -1,0 +1,346 @@
+//! The routes: `/v1/chat/completions` (true token streaming, tools), `/v1/models`, `/healthz`
+//! and `/metrics`, with the key and admission as layers in front of them.
+
+use crate::admission::{self, InFlight};
+use crate::answer::{self, Turnkeeper};
+use crate::protocol::{self, ApiError};
+use crate::text::TextPipeline;
+use crate::App;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::from_fn_with_state;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use burn::prelude::Backend;
+use openclaw_buffer::messages::content_of;
+use openclaw_chat::{OutputParser, ParserOptions, RenderOptions};
+use openclaw_collect::TurnError;
+use openclaw_engine::{Model, SamplingParams};
+use serde_json::{json, Value};
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+/// The router.
+pub fn router<B: Backend>(app: Arc<App<B>>) -> Router
+where
+    Model<B>: Send + Sync,
+{
+    // Layers run outermost first: the key, then admission, then the handler.
+    let chat = Router::new()
+        .route("/v1/chat/completions", post(chat::<B>))
+        .route_layer(from_fn_with_state(app.clone(), admission::admit::<B>));
+    let v1 = Router::new()
+        .merge(chat)
+        .route("/v1/models", get(models::<B>))
+        .route_layer(from_fn_with_state(app.clone(), admission::authorize::<B>));
+    Router::new()
+        .merge(v1)
+        .route("/healthz", get(health::<B>))
+        .route("/metrics", get(metrics::<B>))
+        .fallback(|| async {
+            ApiError {
+                status: StatusCode::NOT_FOUND,
+                message: "Unknown endpoint.".into(),
+                kind: "invalid_request_error",
+                param: None,
+                code: Some("unknown_url"),
+            }
+        })
+        // The chat handler reads the body itself, after the key and admission, with its own
+        // limit (so the answer is OpenAI-shaped); no extractor reads one before it.
+        .layer(DefaultBodyLimit::disable())
+        .with_state(app)
+}
+
+/// Seconds since the epoch, as OpenAI's `created`.
+pub(crate) fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+async fn health<B: Backend>(State(app): State<Arc<App<B>>>) -> Response
+where
+    Model<B>: Send + Sync,
+{
+    let free = app.admission.available_permits();
+    let failing = app
+        .metrics
+        .train_failing
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    // Unhealthy when answers cannot be recorded, when what is served can no longer train, or
+    // when a chat request now would be refused: a balancer should send clients elsewhere.
+    let reason = if let Some((since, why)) = app.turns.recorder.log().unwritable() {
+        Some(format!(
+            "the buffer cannot record turns (for {:.0} s): {why}",
+            since.as_secs_f64()
+        ))
+    } else if let Some(why) = failing {
+        let n = app.metrics.train_failed_in_a_row.get();
+        Some(format!(
+            "the trainer cannot step: its last {n} steps failed; the last: {why}"
+        ))
+    } else if free == 0 {
+        Some(format!(
+            "at capacity: all {} request slots are taken (--max-inflight)",
+            app.opts.max_inflight
+        ))
+    } else {
+        None
+    };
+    let body = json!({
+        "ok": reason.is_none(),
+        "reason": reason,
+        "weight_version": app.engine.weights.version(),
+        "inflight": app.opts.max_inflight.saturating_sub(free),
+        "max_inflight": app.opts.max_inflight,
+    });
+    let status = match reason {
+        Some(_) => StatusCode::SERVICE_UNAVAILABLE,
+        None => StatusCode::OK,
+    };
+    (status, Json(body)).into_response()
+}
+
+async fn metrics<B: Backend>(State(app): State<Arc<App<B>>>) -> Response
+where
+    Model<B>: Send + Sync,
+{
+    app.metrics
+        .weight_version
+        .set(app.engine.weights.version() as i64);
+    (
+        [(
+            "content-type",
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        app.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn models<B: Backend>(State(app): State<Arc<App<B>>>) -> Response
+where
+    Model<B>: Send + Sync,
+{
+    Json(json!({"object": "list", "data": [{
+        "id": app.opts.served_model_name,
+        "object": "model",
+        "created": now(),
+        "owned_by": "openclaw-host",
+        "max_model_len": app.engine.context(),
+    }]}))
+    .into_response()
+}
+
+async fn chat<B: Backend>(State(app): State<Arc<App<B>>>, request: Request) -> Response
+where
+    Model<B>: Send + Sync,
+{
+    let started = Instant::now();
+    match chat_inner(app.clone(), request, started).await {
+        Ok(r) => r,
+        Err(e) => {
+            admission::count(&app.metrics, e.status);
+            e.into_response()
+        }
+    }
+}
+
+/// The bytes of text a request carries: in its messages (content, reasoning, tool calls, names
+/// and any other field) and in its tools. A lower bound's input: the rendered prompt holds at
+/// least the text of what the template shows.
+fn request_text_bytes(
+    messages: &[openclaw_chat::ChatMessage],
+    tools: Option<&Value>,
+) -> (usize, usize) {
+    fn strings(v: &Value) -> usize {
+        match v {
+            Value::String(s) => s.len(),
+            Value::Array(a) => a.iter().map(strings).sum(),
+            Value::Object(o) => o.iter().map(|(k, v)| k.len() + strings(v)).sum(),
+            _ => 0,
+        }
+    }
+    let text = messages
+        .iter()
+        .map(|m| {
+            content_of(m).len()
+                + m.reasoning_content.as_ref().map_or(0, String::len)
+                + m.name.as_ref().map_or(0, String::len)
+                + m.tool_calls.as_ref().map_or(0, |calls| {
+                    calls
+                        .iter()
+                        .map(|c| c.function.name.len() + strings(&c.function.arguments))
+                        .sum()
+                })
+                + m.extra
+                    .iter()
+                    .map(|(k, v)| k.len() + strings(v))
+                    .sum::<usize>()
+        })
+        .sum();
+    (text, tools.map_or(0, strings))
+}
+
+/// Collection's refusals as the answer's.
+pub(crate) fn turn_refusal(e: TurnError) -> ApiError {
+    match e {
+        TurnError::Poisoned => ApiError::internal("session table poisoned"),
+        TurnError::Unrecorded(why) => ApiError::unavailable(why),
+    }
+}
+
+async fn chat_inner<B: Backend>(
+    app: Arc<App<B>>,
+    mut request: Request,
+    started: Instant,
+) -> Result<Response, ApiError>
+where
+    Model<B>: Send + Sync,
+{
+    let admitted = admission::take_admitted(&mut request)
+        .ok_or_else(|| ApiError::internal("the chat route runs behind admission"))?;
+    let (parts, body) = request.into_parts();
+    let body = admission::read_body(&app, &parts.headers, body).await?;
+    let request = protocol::parse(&body, &parts.headers)?;
+    drop(body);
+    let context = app.engine.context();
+    if let Some(m) = &request.model {
+        if m != &app.opts.served_model_name && m != "default" {
+            return Err(ApiError::model_not_found(m));
+        }
+    }
+    // Rendering and tokenizing a long prompt is CPU work: off the async threads.
+    let engine = app.engine.clone();
+    let (messages, tools) = (request.messages.clone(), request.tools.clone());
+    let mut extra = request.template_kwargs.clone();
+    let options = RenderOptions {
+        add_generation_prompt: true,
+        enable_thinking: extra.remove("enable_thinking").and_then(|v| v.as_bool()),
+        extra,
+    };
+    let prompt = tokio::task::spawn_blocking(move || {
+        // A prompt whose byte size alone proves it cannot fit is refused before tokenizing it
+        // would cost seconds and gigabytes (the bound's first use decodes the vocabulary, also
+        // work for this thread, not an async one).
+        // Every field counts: tool descriptions and call arguments are rendered too (a 14 MB
+        // tool description once took 18 s and 2 GB before its refusal).
+        let (text_bytes, tool_bytes) = request_text_bytes(&messages, tools.as_ref());
+        if let Some(at_least) = engine.tokens_at_least(text_bytes + tool_bytes) {
+            if at_least >= context {
+                let e = ApiError::context_length(context, at_least);
+                return Err(if tool_bytes > text_bytes {
+                    ApiError::invalid(
+                        format!(
+                            "{} (Most of the request is its `tools`: {tool_bytes} bytes.)",
+                            e.message
+                        ),
+                        Some("tools"),
+                    )
+                    .with_code("context_length_exceeded")
+                } else {
+                    e
+                });
+            }
+        }
+        engine
+            .prompt(&messages, tools.as_ref(), &options)
+            .map_err(|e| ApiError::invalid(format!("{e:#}"), Some("messages")))
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("prompt rendering stopped: {e}")))??;
+    if prompt.ids.len() >= context {
+        return Err(ApiError::context_length(context, prompt.ids.len()));
+    }
+    let room = (context - prompt.ids.len()) as u32;
+    if let Some(asked) = request.max_tokens.filter(|&m| m > room) {
+        // vLLM's answer to a completion budget the context cannot hold.
+        return Err(ApiError::invalid(
+            format!(
+                "This model's maximum context length is {context} tokens. However, you requested {} tokens ({} in the messages, {asked} in the completion). Please reduce the length of the messages or completion.",
+                prompt.ids.len() + asked as usize,
+                prompt.ids.len()
+            ),
+            Some("max_tokens"),
+        )
+        .with_code("context_length_exceeded"));
+    }
+    let max_tokens = request
+        .max_tokens
+        .unwrap_or(app.opts.default_max_tokens)
+        .min(room)
+        .max(1);
+    let sampling = SamplingParams {
+        temperature: request.temperature.unwrap_or(app.opts.default_temperature),
+        top_k: request.top_k.unwrap_or(0) as usize,
+        top_p: request.top_p.unwrap_or(1.0),
+    };
+    let seed = request.seed.unwrap_or_else(rand::random);
+    let mut gen_request = app.engine.request(
+        prompt.ids.clone(),
+        sampling,
+        max_tokens as usize,
+        request.stop.clone(),
+        seed,
+    );
+    gen_request.top_logprobs = request.logprobs.unwrap_or(0);
+
+    // The session and turn, and the previous turn's next state, recorded before generation.
+    let assignment = app
+        .turns
+        .open(&request.hints, &request.messages)
+        .map_err(turn_refusal)?;
+
+    let rx = app
+        .engine
+        .scheduler
+        .submit(gen_request)
+        .map_err(|_| ApiError::busy("The server is at capacity; retry shortly."))?;
+    let in_flight = InFlight::new(&app.metrics);
+    let parser = OutputParser::new(ParserOptions {
+        parse_tool_calls: request.tools.is_some(),
+        ..ParserOptions::for_prompt(&prompt.text)
+    });
+    let pipeline = TextPipeline::new(
+        app.engine.tokenizer.incremental_decoder(true),
+        &request.stop,
+        parser,
+    );
+    let keeper = Turnkeeper {
+        _admitted: admitted,
+        _in_flight: in_flight,
+        assignment,
+        prompt_ids: prompt.ids,
+        id: format!("chatcmpl-{:016x}", rand::random::<u64>()),
+        created: now(),
+        request,
+    };
+    if keeper.request.stream {
+        let (tx, out) = mpsc::channel::<Result<Event, Infallible>>(64);
+        tokio::spawn(answer::stream(
+            app.clone(),
+            keeper,
+            rx,
+            pipeline,
+            tx,
+            started,
+        ));
+        admission::count(&app.metrics, StatusCode::OK);
+        Ok(Sse::new(ReceiverStream::new(out))
+            .keep_alive(KeepAlive::default())
+            .into_response())
+    } else {
+        let r = answer::whole(app.clone(), keeper, rx, pipeline, started).await?;
+        admission::count(&app.metrics, StatusCode::OK);
+        Ok(Json(r).into_response())
+    }
+}

@@ -1,6 +1,7 @@
 //! Reading a plugin's configuration.
 
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, Deserializer, IgnoredAny};
+use serde::Deserialize;
 
 /// Parses the TOML configuration a constructor receives into the plugin's own config type.
 /// Errors name the key and what was wrong with it. Mark the type `#[serde(default)]` to let
@@ -32,6 +33,48 @@ pub fn parse_config_section<T: DeserializeOwned + Default>(
             )
             .replace('\n', " ")
         }),
+    }
+}
+
+/// A table of `config.toml` that belongs to another kind of the plugin or to the host (`[run]`):
+/// one file serves every kind, so each kind's config type accepts the others' tables without
+/// reading them, and still refuses unknown keys of its own
+/// (`#[serde(rename = "reward")] _reward: OtherTable`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct OtherTable;
+
+impl<'de> Deserialize<'de> for OtherTable {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        IgnoredAny::deserialize(d).map(|_| OtherTable)
+    }
+}
+
+/// Checks that `v` is in `[0, 1)`, the range of a clip width; the error names the key.
+pub fn check_clip(key: &str, v: f32) -> Result<(), String> {
+    if (0.0..1.0).contains(&v) {
+        Ok(())
+    } else {
+        Err(format!("{key} = {v} is out of range: it must be in [0, 1)"))
+    }
+}
+
+/// Checks that `v` is finite and not negative; the error names the key.
+pub fn check_non_negative(key: &str, v: f32) -> Result<(), String> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "{key} = {v} is out of range: it must be finite and >= 0"
+        ))
+    }
+}
+
+/// Checks that `v` is finite; the error names the key.
+pub fn check_finite(key: &str, v: f32) -> Result<(), String> {
+    if v.is_finite() {
+        Ok(())
+    } else {
+        Err(format!("{key} = {v} is out of range: it must be finite"))
     }
 }
 

@@ -6,7 +6,9 @@ use crate::loss::{LossBatch, LossOutput, Metric};
 use crate::math::{self, SampleMean};
 use abi_stable::std_types::ROption;
 
-/// The settings of the clipped surrogate, already validated by the config.
+/// The settings of the clipped surrogate every policy-gradient loss shares: a method's config
+/// holds them as its top-level `eps_clip`, `eps_clip_high`, `kl_coef` and `tis_cap` keys and
+/// checks them with [`ClippedSurrogate::validate`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ClippedSurrogate {
     /// The ratio is clipped below at `1 - eps_clip`.
@@ -20,6 +22,15 @@ pub struct ClippedSurrogate {
 }
 
 impl ClippedSurrogate {
+    /// Checks every setting's range; the error names the key and the bad value.
+    pub fn validate(&self) -> Result<(), String> {
+        use crate::config::{check_clip, check_non_negative};
+        check_clip("eps_clip", self.eps_clip)?;
+        check_clip("eps_clip_high", self.eps_clip_high)?;
+        check_non_negative("kl_coef", self.kl_coef)?;
+        check_non_negative("tis_cap", self.tis_cap)
+    }
+
     /// Computes
     /// `L = SampleMean(w_t · max(-r_t·A_t, -clip(r_t)·A_t)) + kl_coef · SampleMean(k3_t)`
     /// with `r_t = exp(logp_t - old_logp_t)` and `w_t` the truncated importance weight (1 when

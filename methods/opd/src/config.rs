@@ -1,8 +1,9 @@
 //! The plugin's configuration: `config.toml` beside this crate holds the defaults.
 
+use openclaw_plugin_api::config::OtherTable;
 use openclaw_plugin_api::parse_config;
-use openclaw_plugin_api::serde::de::{Deserializer, IgnoredAny};
 use openclaw_plugin_api::serde::Deserialize;
+use openclaw_plugin_api::surrogate::ClippedSurrogate;
 
 /// The default configuration, as shipped in the manifest.
 pub const DEFAULT_CONFIG: &str = include_str!("../config.toml");
@@ -40,17 +41,6 @@ pub struct OpdConfig {
     _run: OtherTable,
 }
 
-/// A table that belongs to another kind or to the host: one config.toml serves the loss and
-/// the reward, so each accepts the other's table without reading it.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-struct OtherTable;
-
-impl<'de> Deserialize<'de> for OtherTable {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        IgnoredAny::deserialize(d).map(|_| OtherTable)
-    }
-}
-
 impl Default for OpdConfig {
     fn default() -> Self {
         OpdConfig {
@@ -73,12 +63,19 @@ impl OpdConfig {
         Ok(config)
     }
 
+    /// The clipped surrogate these settings describe.
+    pub fn surrogate(&self) -> ClippedSurrogate {
+        ClippedSurrogate {
+            eps_clip: self.eps_clip,
+            eps_clip_high: self.eps_clip_high,
+            kl_coef: self.kl_coef,
+            tis_cap: self.tis_cap,
+        }
+    }
+
     /// Checks every value's range; the error names the key and the bad value.
     pub fn validate(&self) -> Result<(), String> {
-        check_eps("eps_clip", self.eps_clip)?;
-        check_eps("eps_clip_high", self.eps_clip_high)?;
-        check_non_negative("kl_coef", self.kl_coef)?;
-        check_non_negative("tis_cap", self.tis_cap)?;
+        self.surrogate().validate()?;
         // The top-k loss has neither a reference penalty nor an importance weight; a value
         // that would silently do nothing is refused.
         if self.mode == Mode::Topk {
@@ -92,24 +89,6 @@ impl OpdConfig {
             }
         }
         Ok(())
-    }
-}
-
-fn check_eps(key: &str, v: f32) -> Result<(), String> {
-    if (0.0..1.0).contains(&v) {
-        Ok(())
-    } else {
-        Err(format!("{key} = {v} is out of range: it must be in [0, 1)"))
-    }
-}
-
-fn check_non_negative(key: &str, v: f32) -> Result<(), String> {
-    if v.is_finite() && v >= 0.0 {
-        Ok(())
-    } else {
-        Err(format!(
-            "{key} = {v} is out of range: it must be finite and >= 0"
-        ))
     }
 }
 

@@ -17,12 +17,7 @@ impl OpdLoss {
     /// The loss for an already parsed configuration; validates it.
     pub fn from_config(config: OpdConfig) -> Result<Self, String> {
         config.validate()?;
-        let surrogate = ClippedSurrogate {
-            eps_clip: config.eps_clip,
-            eps_clip_high: config.eps_clip_high,
-            kl_coef: config.kl_coef,
-            tis_cap: config.tis_cap,
-        };
+        let surrogate = config.surrogate();
         Ok(OpdLoss { config, surrogate })
     }
 

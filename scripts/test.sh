@@ -3,6 +3,10 @@
 #
 #   scripts/test.sh            fetch, install, then `cargo test --workspace`
 #   scripts/test.sh -p X ...   the same set-up, then `cargo test -p X ...` (arguments go to cargo)
+#   scripts/test.sh --fast ... the same without the slow tier: the end-to-end tests in a `slow`
+#                              module (the built-in default and tool use learning, the real
+#                              OpenClaw agent, the kill -9 lives, every terminal task solved),
+#                              left out by name with `--skip slow::`
 #
 # Set-up (idempotent: each step does nothing when its result is already there, all under
 # ignored paths):
@@ -77,7 +81,18 @@ if [[ ! -x .assets/openclaw/oc/node_modules/.bin/openclaw ]]; then
 fi
 
 echo "== tests"
+fast=0
+if [[ "${1:-}" == "--fast" ]]; then
+    fast=1
+    shift
+fi
 if [[ $# -eq 0 ]]; then
     set -- --workspace
+fi
+if ((fast)); then
+    # The harness's arguments follow cargo's `--`; add one unless the caller gave it.
+    has_sep=0
+    for a in "$@"; do [[ "$a" == "--" ]] && has_sep=1; done
+    if ((has_sep)); then set -- "$@" --skip slow::; else set -- "$@" -- --skip slow::; fi
 fi
 exec cargo test "$@"

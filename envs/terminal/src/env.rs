@@ -1,8 +1,8 @@
 //! The environment object: its tasks, episodes, shell sessions and the tests after the loop.
 
+use openclaw_env_kit::EpisodeTable;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -158,8 +158,7 @@ pub struct TerminalEnv {
     tasks: Vec<TaskSpec>,
     /// The built-in tasks' folder, removed with the environment.
     _builtin: Option<tempfile::TempDir>,
-    episodes: Mutex<HashMap<u64, Arc<Mutex<Episode>>>>,
-    next_id: AtomicU64,
+    episodes: EpisodeTable<Episode>,
 }
 
 /// `s` quoted for the shell.
@@ -172,12 +171,7 @@ const CWD_MARK: char = '\u{1e}';
 
 impl TerminalEnv {
     fn episode(&self, id: u64) -> PluginResult<Arc<Mutex<Episode>>> {
-        self.episodes
-            .lock()
-            .map_err(|e| e.to_string())?
-            .get(&id)
-            .cloned()
-            .ok_or_else(|| format!("no episode {id} (never started, or closed)"))
+        self.episodes.get(id)
     }
 
     /// A command with the environment every command gets (git's identity and branch name,
@@ -596,8 +590,7 @@ impl Env for TerminalEnv {
             root,
             tasks,
             _builtin: builtin,
-            episodes: Mutex::default(),
-            next_id: AtomicU64::new(1),
+            episodes: EpisodeTable::default(),
         })
     }
 
@@ -664,19 +657,15 @@ impl Env for TerminalEnv {
             }
         }
         let prompt = spec.prompt();
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.episodes.lock().map_err(|e| e.to_string())?.insert(
-            id,
-            Arc::new(Mutex::new(Episode {
-                task: spec,
-                workdir,
-                sessions: HashMap::new(),
-                turns: 0,
-                tool_calls: 0,
-                parse_errors: 0,
-                done: false,
-            })),
-        );
+        let id = self.episodes.open(Episode {
+            task: spec,
+            workdir,
+            sessions: HashMap::new(),
+            turns: 0,
+            tool_calls: 0,
+            parse_errors: 0,
+            done: false,
+        })?;
         Ok((
             id,
             Observation {
@@ -773,11 +762,7 @@ impl Env for TerminalEnv {
     }
 
     fn close(&self, episode: u64) -> PluginResult<()> {
-        let ep = self
-            .episodes
-            .lock()
-            .map_err(|e| e.to_string())?
-            .remove(&episode);
+        let ep = self.episodes.close(episode)?;
         // Background processes first (and waited for), so nothing writes into the work
         // directory while it is removed.
         if let Some(ep) = &ep {

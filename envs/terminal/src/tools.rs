@@ -1,6 +1,7 @@
 //! The shell tools, with the original's names and arguments (CAMEL's terminal toolkit): their
 //! schemas, the calls an assistant message makes, and how output is cut.
 
+use openclaw_env_kit::blocks;
 use openclaw_plugin_api::serde_json::{self, Value};
 use openclaw_plugin_api::Message;
 
@@ -141,26 +142,6 @@ pub fn text<'a>(args: &'a Value, key: &str, tool: &str) -> Result<&'a str, Strin
     args.get(key)
         .and_then(Value::as_str)
         .ok_or_else(|| format!("`{tool}` needs a string argument `{key}`"))
-}
-
-/// The texts between each `open` and the next `close` (an unclosed block runs to the end).
-fn blocks<'a>(text: &'a str, open: &str, close: &str) -> Vec<&'a str> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(at) = rest.find(open) {
-        let body = &rest[at + open.len()..];
-        match body.find(close) {
-            Some(end) => {
-                out.push(&body[..end]);
-                rest = &body[end + close.len()..];
-            }
-            None => {
-                out.push(body);
-                break;
-            }
-        }
-    }
-    out
 }
 
 /// `text` cut to `limit` characters: 30% from the head, the rest from the tail (where errors

@@ -52,71 +52,6 @@ fn details(e: &openclaw_plugin_api::Evaluation) -> Value {
 }
 
 #[test]
-fn every_reference_solution_scores_one_and_doing_nothing_scores_zero() {
-    let env = env("");
-    let specs = env.task_specs().to_vec();
-    assert!(specs.len() >= 30, "{} tasks", specs.len());
-    let mut categories = std::collections::BTreeSet::new();
-    for spec in &specs {
-        categories.insert(spec.yaml.category.clone());
-        let t = task(&env, &spec.name);
-        assert!(t
-            .instruction
-            .starts_with(&format!("Task name:{}\nTask instruction: ", spec.name)));
-
-        let (id, first) = env
-            .reset(&t, 0)
-            .unwrap_or_else(|e| panic!("{}: {e}", spec.name));
-        assert_eq!(first.messages[0].content.as_str(), t.instruction.as_str());
-        let solution =
-            std::fs::read_to_string(spec.solution().unwrap().expect("a reference solution"))
-                .unwrap();
-        let out = env.step(id, &exec(&solution)).unwrap();
-        assert!(!out.done);
-        let said = out.observation.messages[0].content.to_string();
-        assert!(
-            !said.contains("[exit code"),
-            "{}: the solution failed: {said}",
-            spec.name
-        );
-        assert!(env.step(id, &say("Done.")).unwrap().done);
-        let e = env.evaluate(id).unwrap();
-        let d = details(&e);
-        assert!(
-            e.reward == 1.0 && e.solved && d["total"].as_u64().unwrap() >= 1,
-            "{}: the reference solution scored {}: {d}",
-            spec.name,
-            e.reward
-        );
-        env.close(id).unwrap();
-
-        let (id, _) = env.reset(&t, 0).unwrap();
-        assert!(env.step(id, &say("I will not do anything.")).unwrap().done);
-        let e = env.evaluate(id).unwrap();
-        assert!(
-            e.reward == 0.0 && !e.solved,
-            "{}: doing nothing scored {}: {}",
-            spec.name,
-            e.reward,
-            details(&e)
-        );
-        env.close(id).unwrap();
-    }
-    for kind in [
-        "file-operations",
-        "text-processing",
-        "git",
-        "scripting",
-        "services",
-    ] {
-        assert!(
-            categories.contains(kind),
-            "no {kind} task in {categories:?}"
-        );
-    }
-}
-
-#[test]
 fn a_partial_solution_scores_the_share_of_tests_passed() {
     let env = env("");
     let t = task(&env, "create-hello");
@@ -520,5 +455,76 @@ fn a_task_runs_only_from_its_own_set_and_no_link_leads_out_of_it() {
             !e.contains(&set.path().display().to_string()),
             "the error shows the host's folder: {e}"
         );
+    }
+}
+
+/// The slow tier: end-to-end runs that take a minute or more. `scripts/test.sh` runs them;
+/// `scripts/test.sh --fast` (which passes `--skip slow::`) leaves them out.
+mod slow {
+    use super::*;
+
+    #[test]
+    fn every_reference_solution_scores_one_and_doing_nothing_scores_zero() {
+        let env = env("");
+        let specs = env.task_specs().to_vec();
+        assert!(specs.len() >= 30, "{} tasks", specs.len());
+        let mut categories = std::collections::BTreeSet::new();
+        for spec in &specs {
+            categories.insert(spec.yaml.category.clone());
+            let t = task(&env, &spec.name);
+            assert!(t
+                .instruction
+                .starts_with(&format!("Task name:{}\nTask instruction: ", spec.name)));
+
+            let (id, first) = env
+                .reset(&t, 0)
+                .unwrap_or_else(|e| panic!("{}: {e}", spec.name));
+            assert_eq!(first.messages[0].content.as_str(), t.instruction.as_str());
+            let solution =
+                std::fs::read_to_string(spec.solution().unwrap().expect("a reference solution"))
+                    .unwrap();
+            let out = env.step(id, &exec(&solution)).unwrap();
+            assert!(!out.done);
+            let said = out.observation.messages[0].content.to_string();
+            assert!(
+                !said.contains("[exit code"),
+                "{}: the solution failed: {said}",
+                spec.name
+            );
+            assert!(env.step(id, &say("Done.")).unwrap().done);
+            let e = env.evaluate(id).unwrap();
+            let d = details(&e);
+            assert!(
+                e.reward == 1.0 && e.solved && d["total"].as_u64().unwrap() >= 1,
+                "{}: the reference solution scored {}: {d}",
+                spec.name,
+                e.reward
+            );
+            env.close(id).unwrap();
+
+            let (id, _) = env.reset(&t, 0).unwrap();
+            assert!(env.step(id, &say("I will not do anything.")).unwrap().done);
+            let e = env.evaluate(id).unwrap();
+            assert!(
+                e.reward == 0.0 && !e.solved,
+                "{}: doing nothing scored {}: {}",
+                spec.name,
+                e.reward,
+                details(&e)
+            );
+            env.close(id).unwrap();
+        }
+        for kind in [
+            "file-operations",
+            "text-processing",
+            "git",
+            "scripting",
+            "services",
+        ] {
+            assert!(
+                categories.contains(kind),
+                "no {kind} task in {categories:?}"
+            );
+        }
     }
 }

@@ -1,8 +1,8 @@
 //! The environment object: tasks, episodes and their sandboxes.
 
+use openclaw_env_kit::EpisodeTable;
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -129,8 +129,7 @@ pub struct ToolcallEnv {
     /// The tools array every observation offers (made once).
     tools_json: String,
     problems: Vec<Problem>,
-    episodes: Mutex<HashMap<u64, Arc<Mutex<Episode>>>>,
-    next_id: AtomicU64,
+    episodes: EpisodeTable<Episode>,
 }
 
 /// The prompt, templated once per episode.
@@ -145,12 +144,7 @@ fn instruction(question: &str) -> String {
 
 impl ToolcallEnv {
     fn episode(&self, id: u64) -> PluginResult<Arc<Mutex<Episode>>> {
-        self.episodes
-            .lock()
-            .map_err(|e| e.to_string())?
-            .get(&id)
-            .cloned()
-            .ok_or_else(|| format!("no episode {id} (never started, or closed)"))
+        self.episodes.get(id)
     }
 
     /// Runs one call in the episode's sandbox within `wall`; the text the agent gets back.
@@ -231,8 +225,7 @@ impl Env for ToolcallEnv {
             sandbox,
             tools_json: tools::schema(),
             problems,
-            episodes: Mutex::default(),
-            next_id: AtomicU64::new(1),
+            episodes: EpisodeTable::default(),
         })
     }
 
@@ -274,19 +267,15 @@ impl Env for ToolcallEnv {
             .sandbox
             .workdir()
             .map_err(|e| format!("env `toolcall`: {e}"))?;
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let prompt = instruction(&problem.question);
-        self.episodes.lock().map_err(|e| e.to_string())?.insert(
-            id,
-            Arc::new(Mutex::new(Episode {
-                problem,
-                workdir,
-                turns: 0,
-                tool_calls: 0,
-                said: Vec::new(),
-                done: false,
-            })),
-        );
+        let id = self.episodes.open(Episode {
+            problem,
+            workdir,
+            turns: 0,
+            tool_calls: 0,
+            said: Vec::new(),
+            done: false,
+        })?;
         Ok((
             id,
             Observation {
@@ -373,11 +362,7 @@ impl Env for ToolcallEnv {
     }
 
     fn close(&self, episode: u64) -> PluginResult<()> {
-        let ep = self
-            .episodes
-            .lock()
-            .map_err(|e| e.to_string())?
-            .remove(&episode);
+        let ep = self.episodes.close(episode)?;
         // Dropping the episode removes its work directory, outside the table's lock.
         drop(ep);
         Ok(())

@@ -1,6 +1,7 @@
 //! The `code_interpreter` tool: its schema, the calls an assistant message makes, and how their
 //! output goes back.
 
+use openclaw_env_kit::blocks;
 use openclaw_plugin_api::serde_json::{self, Value};
 use openclaw_plugin_api::Message;
 
@@ -95,26 +96,6 @@ fn named_code(name: &Value, args: &Value) -> Result<String, String> {
         Some(code) => Ok(code.to_string()),
         None => Err(format!("`{NAME}` needs a string argument `code`")),
     }
-}
-
-/// The texts between each `open` and the next `close` (an unclosed block runs to the end).
-fn blocks<'a>(text: &'a str, open: &str, close: &str) -> Vec<&'a str> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(at) = rest.find(open) {
-        let body = &rest[at + open.len()..];
-        match body.find(close) {
-            Some(end) => {
-                out.push(&body[..end]);
-                rest = &body[end + close.len()..];
-            }
-            None => {
-                out.push(body);
-                break;
-            }
-        }
-    }
-    out
 }
 
 /// The tool message answering `call` with `output`, wrapped as the original wraps it and cut to

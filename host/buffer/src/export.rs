@@ -1,6 +1,6 @@
 //! The buffer as the user's dataset: trajectories in the format `train --data-path` reads.
 
-use super::record::{Envelope, EpisodeEntry, Record, TurnRefs};
+use super::record::{Envelope, EpisodeEntry, Joined, Record, TurnRefs};
 use crate::messages::{next_state_json, to_json};
 use crate::trajectory::{TrajectoryRecord, TurnRecord};
 use abi_stable::std_types::ROption;
@@ -17,16 +17,15 @@ pub fn trajectories(records: &[Envelope]) -> Vec<TrajectoryRecord> {
     let mut index: HashMap<u64, (usize, usize)> = HashMap::new();
     let mut refs = TurnRefs::default();
     for env in records {
-        match &env.record {
-            Record::Turn { turn } => {
+        match refs.join(env) {
+            Joined::Turn { seq, turn } => {
                 let sid = turn.session_id.to_string();
                 let turns = sessions.entry(sid.clone()).or_insert_with(|| {
                     order.push(sid.clone());
                     Vec::new()
                 });
                 let pos = order.iter().position(|s| s == &sid).unwrap();
-                index.insert(env.seq, (pos, turns.len()));
-                refs.add(env.seq, turn);
+                index.insert(seq, (pos, turns.len()));
                 let tools = (!turn.tools_json.is_empty())
                     .then(|| serde_json::from_str::<Value>(&turn.tools_json).ok())
                     .flatten();
@@ -51,40 +50,31 @@ pub fn trajectories(records: &[Envelope]) -> Vec<TrajectoryRecord> {
                     weight_version: Some(turn.weight_version),
                 });
             }
-            Record::NextState {
-                session_id,
-                turn_index,
-                turn_seq,
-                next_state,
-            } => {
-                let at = refs.resolve(*turn_seq, session_id, *turn_index);
-                if let Some(&(s, t)) = at.and_then(|q| index.get(&q)) {
+            Joined::NextState { turn, next_state } => {
+                if let Some(&(s, t)) = turn.and_then(|q| index.get(&q)) {
                     if let Some(turn) = sessions.get_mut(&order[s]).and_then(|v| v.get_mut(t)) {
                         turn.next_state = Some(next_state_json(next_state));
                     }
                 }
             }
-            Record::Judgement {
-                session_id,
-                turn_index,
-                turn_seq,
-                score,
-            } => {
-                let at = refs.resolve(*turn_seq, session_id, *turn_index);
-                if let Some(&(s, t)) = at.and_then(|q| index.get(&q)) {
+            Joined::Judgement { turn, score } => {
+                if let Some(&(s, t)) = turn.and_then(|q| index.get(&q)) {
                     if let Some(turn) = sessions.get_mut(&order[s]).and_then(|v| v.get_mut(t)) {
                         turn.reward = Some(score.value);
                     }
                 }
             }
-            Record::Episode { episode } => {
+            Joined::Other(Envelope {
+                record: Record::Episode { episode },
+                ..
+            }) => {
                 let sid = episode.episode_id.clone();
                 if !sessions.contains_key(&sid) {
                     order.push(sid.clone());
                 }
                 sessions.insert(sid, episode_turns(episode));
             }
-            Record::SessionClosed { .. } | Record::Sample { .. } => {}
+            Joined::Other(_) => {}
         }
     }
     order

@@ -162,6 +162,66 @@ impl TurnRefs {
     }
 }
 
+/// A record as a pass over the buffer reads it: a turn under its sequence number, or what
+/// follows a turn joined to that turn's sequence number (`None` when the turn was not seen).
+pub enum Joined<'a> {
+    /// A turn, recorded under `seq`.
+    Turn {
+        /// Its sequence number.
+        seq: u64,
+        /// The turn.
+        turn: &'a Turn,
+    },
+    /// A next state, and the turn it follows.
+    NextState {
+        /// The turn's sequence number.
+        turn: Option<u64>,
+        /// The next state.
+        next_state: &'a NextState,
+    },
+    /// A verdict, and the turn it judged.
+    Judgement {
+        /// The turn's sequence number.
+        turn: Option<u64>,
+        /// The verdict.
+        score: &'a Score,
+    },
+    /// Any other record.
+    Other(&'a Envelope),
+}
+
+impl TurnRefs {
+    /// Reads `e` in log order, joining next states and verdicts to their turns: the one join
+    /// every pass over the buffer (replay, export, judge agreement) goes through.
+    pub fn join<'a>(&mut self, e: &'a Envelope) -> Joined<'a> {
+        match &e.record {
+            Record::Turn { turn } => {
+                self.add(e.seq, turn);
+                Joined::Turn { seq: e.seq, turn }
+            }
+            Record::NextState {
+                session_id,
+                turn_index,
+                turn_seq,
+                next_state,
+            } => Joined::NextState {
+                turn: self.resolve(*turn_seq, session_id, *turn_index),
+                next_state,
+            },
+            Record::Judgement {
+                session_id,
+                turn_index,
+                turn_seq,
+                score,
+            } => Joined::Judgement {
+                turn: self.resolve(*turn_seq, session_id, *turn_index),
+                score,
+            },
+            _ => Joined::Other(e),
+        }
+    }
+}
+
 /// A record with its place in the log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Envelope {

@@ -50,11 +50,12 @@ const SERVING: [&str; 12] = [
 /// The engine and what it reads: models, tokens and weights, nothing of reinforcement learning.
 const ENGINE: [&str; 3] = ["openclaw-engine", "openclaw-chat", "openclaw-model-store"];
 
-/// The workspace crates a plugin may link: the ABI, the judge helpers built on it alone, and the
-/// environments' sandbox.
-const PLUGIN_DEPENDENCIES: [&str; 3] = [
+/// The workspace crates a plugin may link: the ABI, the judge helpers and the environments'
+/// kit built on it alone, and the environments' sandbox.
+const PLUGIN_DEPENDENCIES: [&str; 4] = [
     "openclaw-plugin-api",
     "openclaw-judging",
+    "openclaw-env-kit",
     "openclaw-sandbox",
 ];
 
@@ -332,8 +333,14 @@ fn plugins_depend_only_on_the_abi_crate() {
     let packages = packages();
     // The judge helpers are plain Rust over the ABI types: nothing of the host reaches a plugin
     // through them.
-    let judging = &packages["openclaw-judging"].all_normal;
-    assert_eq!(judging.iter().collect::<Vec<_>>(), ["openclaw-plugin-api"]);
+    for helper in ["openclaw-judging", "openclaw-env-kit"] {
+        let deps = &packages[helper].all_normal;
+        assert_eq!(
+            deps.iter().collect::<Vec<_>>(),
+            ["openclaw-plugin-api"],
+            "{helper}"
+        );
+    }
     // The environments' sandbox is std, libc, temporary directories and the seccomp compiler:
     // no host crate.
     let sandbox = &packages["openclaw-sandbox"].all_normal;

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{free_port, inputs, workspace};
+use common::{inputs, workspace};
 use openclaw_buffer::record::EpisodeEntry;
 use openclaw_buffer::{export, Log, LogOptions, Record};
 use openclaw_config::backend::{Cpu, Placement};
@@ -39,7 +39,7 @@ fn run_env_with(dir: &Path, model: &Path, steps: u64, extra: &[(&'static str, St
             workspace().join("methods/binary-rl").display().to_string(),
         ),
         ("model_path", model.display().to_string()),
-        ("port", free_port().to_string()),
+        ("port", "0".to_string()),
         ("rl_buffer_dir", d("rl_buffer")),
         ("save_dir", d("checkpoints")),
         ("log_dir", d("logs")),

@@ -23,72 +23,6 @@ fn row<'a>(report: &'a Value, suite: &str, measure: &str) -> &'a Value {
 }
 
 #[test]
-fn the_conversation_suite_compares_a_trained_checkpoint_with_its_base() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    let o = host_command_home(dir)
-        .arg("run")
-        .arg("--plugin")
-        .arg(workspace().join("methods/combine"))
-        .args([
-            "--max-steps",
-            "40",
-            "--port",
-            &common::free_port().to_string(),
-        ])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = host_command_home(dir)
-        .args(["eval", "--model-path", "checkpoints/checkpoint-latest"])
-        .args([
-            "--eval-tasks",
-            "conversation",
-            "--tasks-per-suite",
-            "40",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    let report = report(o);
-    assert!(
-        report["base_model_path"]
-            .as_str()
-            .unwrap()
-            .contains("default-model"),
-        "{report}"
-    );
-    let preference = row(&report, "conversation", "preference, no instruction");
-    let (base, model) = (&preference["base"], &preference["model"]);
-    assert_eq!(
-        (base["n"].as_u64(), model["n"].as_u64()),
-        (Some(80), Some(80))
-    );
-    assert!(
-        model["value"].as_f64().unwrap() >= base["value"].as_f64().unwrap() + 0.25,
-        "{preference}"
-    );
-    let markdown = row(&report, "conversation", "markdown asked for");
-    assert!(
-        markdown["model"]["value"].as_f64().unwrap() >= 0.7,
-        "{markdown}"
-    );
-    for r in report["rows"].as_array().unwrap() {
-        let s = &r["model"];
-        assert!(
-            s["lo"].as_f64().unwrap() <= s["value"].as_f64().unwrap(),
-            "{r}"
-        );
-        assert!(
-            s["value"].as_f64().unwrap() <= s["hi"].as_f64().unwrap(),
-            "{r}"
-        );
-    }
-    let png = std::fs::read(dir.join("eval.png")).unwrap();
-    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
-}
-
-#[test]
 fn a_task_file_runs_each_suite_it_names_in_its_environment() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
@@ -148,4 +82,71 @@ fn a_task_file_runs_each_suite_it_names_in_its_environment() {
         !o.status.success() && err.contains("tasks.jsonl:1") && err.contains("`poetry`"),
         "{err}"
     );
+}
+
+/// The slow tier: end-to-end runs that take a minute or more. `scripts/test.sh` runs them;
+/// `scripts/test.sh --fast` (which passes `--skip slow::`) leaves them out.
+mod slow {
+    use super::*;
+
+    #[test]
+    fn the_conversation_suite_compares_a_trained_checkpoint_with_its_base() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let o = host_command_home(dir)
+            .arg("run")
+            .arg("--plugin")
+            .arg(workspace().join("methods/combine"))
+            .args(["--max-steps", "40", "--port", "0"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let o = host_command_home(dir)
+            .args(["eval", "--model-path", "checkpoints/checkpoint-latest"])
+            .args([
+                "--eval-tasks",
+                "conversation",
+                "--tasks-per-suite",
+                "40",
+                "--json",
+            ])
+            .output()
+            .unwrap();
+        let report = report(o);
+        assert!(
+            report["base_model_path"]
+                .as_str()
+                .unwrap()
+                .contains("default-model"),
+            "{report}"
+        );
+        let preference = row(&report, "conversation", "preference, no instruction");
+        let (base, model) = (&preference["base"], &preference["model"]);
+        assert_eq!(
+            (base["n"].as_u64(), model["n"].as_u64()),
+            (Some(80), Some(80))
+        );
+        assert!(
+            model["value"].as_f64().unwrap() >= base["value"].as_f64().unwrap() + 0.25,
+            "{preference}"
+        );
+        let markdown = row(&report, "conversation", "markdown asked for");
+        assert!(
+            markdown["model"]["value"].as_f64().unwrap() >= 0.7,
+            "{markdown}"
+        );
+        for r in report["rows"].as_array().unwrap() {
+            let s = &r["model"];
+            assert!(
+                s["lo"].as_f64().unwrap() <= s["value"].as_f64().unwrap(),
+                "{r}"
+            );
+            assert!(
+                s["value"].as_f64().unwrap() <= s["hi"].as_f64().unwrap(),
+                "{r}"
+            );
+        }
+        let png = std::fs::read(dir.join("eval.png")).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+    }
 }

@@ -22,7 +22,7 @@
 
 mod common;
 
-use common::{free_port, host_command, workspace};
+use common::{host_command, spawn_listening, workspace};
 use openclaw_buffer::{Log, Record};
 use serde_json::{json, Value};
 use std::collections::{BTreeSet, HashSet};
@@ -42,6 +42,15 @@ fn tiny_model(dir: &Path) -> PathBuf {
 struct Host {
     child: Child,
     url: String,
+    /// Its stderr.
+    log: PathBuf,
+}
+
+/// A new file for a host's stderr in `dir`: `host-N.err`, N counting the hosts of the process.
+fn host_log(dir: &Path) -> PathBuf {
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    dir.join(format!("host-{n}.err"))
 }
 
 impl Drop for Host {
@@ -62,7 +71,6 @@ fn start_with(dir: &Path, plugins: &[&str], extra: &[&str]) -> Host {
 
 /// [`start_with`] with environment variables set for the host.
 fn start_env(dir: &Path, plugins: &[&str], extra: &[&str], vars: &[(&str, &str)]) -> Host {
-    let port = free_port();
     let plugins: Vec<String> = plugins
         .iter()
         .map(|a| {
@@ -73,41 +81,36 @@ fn start_env(dir: &Path, plugins: &[&str], extra: &[&str], vars: &[(&str, &str)]
             }
         })
         .collect();
-    let child = host_command(dir)
-        .envs(vars.iter().copied())
-        .arg("run")
-        .args(&plugins)
-        .args(["--model-path", "model", "--port", &port.to_string()])
-        .args(["--judge", "rule"])
-        .args([
-            "--rollout-batch-size",
-            "4",
-            "--save-interval",
-            "1",
-            "--lr",
-            "1e-4",
-            "--default-max-tokens",
-            "12",
-            "--max-staleness",
-            "1000",
-        ])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join(format!("host-{port}.err"))).unwrap())
-        .spawn()
-        .unwrap();
-    let url = format!("http://127.0.0.1:{port}/v1");
-    poll(
+    let log = host_log(dir);
+    let (child, url) = spawn_listening(
+        host_command(dir)
+            .envs(vars.iter().copied())
+            .arg("run")
+            .args(&plugins)
+            .args(["--model-path", "model", "--port", "0"])
+            .args(["--judge", "rule"])
+            .args([
+                "--rollout-batch-size",
+                "4",
+                "--save-interval",
+                "1",
+                "--lr",
+                "1e-4",
+                "--default-max-tokens",
+                "12",
+                "--max-staleness",
+                "1000",
+            ])
+            .args(extra)
+            .stdout(Stdio::null()),
+        &log,
         Duration::from_secs(120),
-        Duration::from_millis(100),
-        "the host did not come up",
-        || {
-            ureq::get(&format!("http://127.0.0.1:{port}/healthz"))
-                .call()
-                .ok()
-        },
     );
-    Host { child, url }
+    Host {
+        child,
+        url: format!("{url}/v1"),
+        log,
+    }
 }
 
 /// What a client saw: (session, answer text).
@@ -233,91 +236,6 @@ fn latest_step(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-#[test]
-fn kill_minus_nine_loses_no_answer_and_trains_no_sample_twice() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    tiny_model(dir);
-    let seen: Seen = Arc::default();
-
-    // First life: clients talk while it trains; killed once a few checkpoints exist.
-    let mut host = start(dir, &[]);
-    let clients = Clients::start(&host, 0..3, Ids::Fresh, &seen);
-    poll(
-        Duration::from_secs(240),
-        Duration::from_millis(50),
-        "no third checkpoint; see host-*.err",
-        || (latest_step(dir) >= 3).then_some(()),
-    );
-    host.child.kill().unwrap(); // SIGKILL
-    host.child.wait().unwrap();
-    clients.stop();
-    let resumed_step = latest_step(dir);
-    let first_life = score_lines(dir);
-    drop(host);
-
-    // Second life: same directories; it replays the buffer and trains a few more steps.
-    let target = resumed_step + 3;
-    let mut host = start(dir, &["--max-steps", &target.to_string()]);
-    let clients = Clients::start(&host, 10..12, Ids::Fresh, &seen);
-    let status = exit_of(
-        &mut host,
-        Duration::from_secs(240),
-        "the second life did not reach its steps",
-    );
-    assert!(status.success(), "the second life failed; see host-*.err");
-    clients.stop();
-    assert_eq!(latest_step(dir), target);
-    let all = score_lines(dir);
-    let second_life = &all[first_life.len()..];
-    assert!(!second_life.is_empty());
-    assert_eq!(second_life[0]["step"].as_u64().unwrap(), resumed_step + 1);
-
-    // Every answer a client received is a recorded turn.
-    let replay = Log::read_all(&dir.join("rl_buffer")).unwrap();
-    let mut recorded: HashSet<(String, String)> = HashSet::new();
-    let mut sample_seqs = BTreeSet::new();
-    for e in &replay.records {
-        match &e.record {
-            Record::Turn { turn } => {
-                recorded.insert((
-                    turn.session_id.to_string(),
-                    turn.response.content.to_string(),
-                ));
-            }
-            Record::Sample { .. } => {
-                sample_seqs.insert(e.seq);
-            }
-            _ => {}
-        }
-    }
-    let seen = seen.lock().unwrap();
-    assert!(seen.len() > 10, "only {} answers", seen.len());
-    for s in seen.iter() {
-        assert!(recorded.contains(s), "answer not in the buffer: {s:?}");
-    }
-
-    // The steps whose effect the final weights carry: the first life's up to the checkpoint
-    // it resumed from, then the second life's. No sample is in two of them.
-    let counted = first_life
-        .iter()
-        .filter(|l| l["step"].as_u64().unwrap() <= resumed_step)
-        .chain(second_life.iter());
-    let mut trained = HashSet::new();
-    for line in counted {
-        for q in line["sample_seqs"].as_array().unwrap() {
-            let q = q.as_u64().unwrap();
-            assert!(sample_seqs.contains(&q), "#{q} is not a recorded sample");
-            assert!(trained.insert(q), "sample #{q} trained twice");
-        }
-    }
-    assert!(
-        trained.len() >= 4 * target as usize - 4,
-        "{} samples",
-        trained.len()
-    );
-}
-
 /// Sends SIGTERM and waits at most `limit` for the exit; the exit status.
 fn terminate(host: &mut Host, limit: Duration) -> std::process::ExitStatus {
     let pid = host.child.id().to_string();
@@ -331,116 +249,8 @@ fn terminate(host: &mut Host, limit: Duration) -> std::process::ExitStatus {
 }
 
 /// What a host printed on stderr.
-fn stderr_of(dir: &Path, host: &Host) -> String {
-    let port = host
-        .url
-        .split(':')
-        .nth(2)
-        .unwrap()
-        .split('/')
-        .next()
-        .unwrap();
-    std::fs::read_to_string(dir.join(format!("host-{port}.err"))).unwrap_or_default()
-}
-
-#[test]
-fn twenty_five_lives_ended_by_kill_or_sigterm_lose_nothing_and_mix_up_nothing() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    tiny_model(dir);
-    let seen: Seen = Arc::default();
-    // A fixed sequence of moments, so a failure can be replayed.
-    let mut rng = 0x2545_f491_4f6c_dd1du64;
-    let mut next = |n: u64| {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng % n
-    };
-    let (mut kills, mut terms) = (0, 0);
-    for life in 0..25 {
-        let mut host = start(
-            dir,
-            &["--rollout-batch-size", "2", "--shutdown-grace", "20"],
-        );
-        let clients = Clients::start(&host, 0..2, Ids::Reused, &seen);
-        std::thread::sleep(Duration::from_millis(300 + next(2700)));
-        if life % 5 == 4 {
-            // SIGTERM: requests drain, the final checkpoint is written, the exit is clean.
-            let status = terminate(&mut host, Duration::from_secs(40));
-            assert!(
-                status.success(),
-                "life {life} did not stop cleanly: {}",
-                stderr_of(dir, &host)
-            );
-            terms += 1;
-        } else {
-            host.child.kill().unwrap(); // SIGKILL
-            host.child.wait().unwrap();
-            kills += 1;
-        }
-        clients.stop();
-    }
-
-    let replay = Log::read_all(&dir.join("rl_buffer")).unwrap();
-    assert!(replay.warnings.len() <= kills, "{:?}", replay.warnings);
-    let mut turns: std::collections::HashMap<u64, (String, u32)> = Default::default();
-    let mut keys = HashSet::new();
-    let mut answers = HashSet::new();
-    let mut judged = HashSet::new();
-    let mut sampled = HashSet::new();
-    for e in &replay.records {
-        match &e.record {
-            Record::Turn { turn } => {
-                let key = (turn.session_id.to_string(), turn.turn_index);
-                assert!(keys.insert(key.clone()), "{key:?} recorded twice");
-                turns.insert(e.seq, key);
-                answers.insert((
-                    turn.session_id.to_string(),
-                    turn.response.content.to_string(),
-                ));
-            }
-            Record::Judgement {
-                session_id,
-                turn_index,
-                turn_seq,
-                ..
-            } => {
-                let q = turn_seq.expect("a verdict names its turn");
-                assert_eq!(
-                    turns.get(&q),
-                    Some(&(session_id.clone(), *turn_index)),
-                    "verdict #{} joins another turn",
-                    e.seq
-                );
-                assert!(judged.insert(q), "turn #{q} judged twice");
-            }
-            Record::Sample { sample, turn_seq } => {
-                let q = turn_seq.expect("a turn's sample names its turn");
-                assert!(judged.contains(&q), "sample #{} of an unjudged turn", e.seq);
-                assert_eq!(
-                    turns.get(&q),
-                    Some(&(sample.session_id.to_string(), sample.turn_index))
-                );
-                assert!(sampled.insert(q), "turn #{q} sampled twice");
-            }
-            _ => {}
-        }
-    }
-    let seen = seen.lock().unwrap();
-    for s in seen.iter() {
-        assert!(answers.contains(s), "an acknowledged answer is lost: {s:?}");
-    }
-    assert!(seen.len() >= 20, "only {} answers", seen.len());
-    assert!(!judged.is_empty() && !sampled.is_empty());
-    eprintln!(
-        "25 lives ({kills} kill -9, {terms} SIGTERM): {} acknowledged answers, {} records checked ({} turns, {} verdicts, {} samples), lost 0",
-        seen.len(),
-        replay.records.len(),
-        turns.len(),
-        judged.len(),
-        sampled.len()
-    );
+fn stderr_of(host: &Host) -> String {
+    std::fs::read_to_string(&host.log).unwrap_or_default()
 }
 
 /// Waits until the buffer holds a training sample (so training is about to call the loss).
@@ -521,7 +331,7 @@ fn a_spinning_reward_is_abandoned_while_serving_goes_on() {
     assert!(left <= 7.0, "{left} calls abandoned");
     let status = terminate(&mut host, Duration::from_secs(30));
     clients.stop();
-    let err = stderr_of(dir, &host);
+    let err = stderr_of(&host);
     assert!(status.success(), "{err}");
     assert!(err.contains("was abandoned"), "{err}");
     eprintln!("abandoned reward calls: {abandoned}");
@@ -559,7 +369,7 @@ fn a_hung_loss_stops_the_run_naming_the_plugin_and_sigterm_ends_it_within_the_gr
         "a hung loss never stopped the run",
     );
     clients.stop();
-    let err = stderr_of(dir, &host);
+    let err = stderr_of(&host);
     assert!(!status.success());
     assert!(
         err.contains("plugin `hang` (loss) has been in `compute`")
@@ -583,7 +393,7 @@ fn a_hung_loss_stops_the_run_naming_the_plugin_and_sigterm_ends_it_within_the_gr
     let status = terminate(&mut host, Duration::from_secs(20));
     let took = asked.elapsed();
     clients.stop();
-    let err = stderr_of(dir, &host);
+    let err = stderr_of(&host);
     assert!(!status.success());
     assert!(
         err.contains("did not stop within --shutdown-grace (2 s)")
@@ -640,7 +450,7 @@ fn sigterm_or_kill_during_a_checkpoint_write_keeps_the_last_whole_checkpoint() {
     let writing = wait_for_a_checkpoint_write(dir, Duration::from_secs(180));
     let status = terminate(&mut host, Duration::from_secs(40));
     traffic.stop();
-    assert!(status.success(), "{}", stderr_of(dir, &host));
+    assert!(status.success(), "{}", stderr_of(&host));
     let after_term = latest_step(dir);
     let step_of = |n: &str| -> u64 {
         n.trim_start_matches(".checkpoint-")
@@ -689,7 +499,7 @@ fn sigterm_or_kill_during_a_checkpoint_write_keeps_the_last_whole_checkpoint() {
         "the resumed run did not reach its steps",
     );
     traffic.stop();
-    assert!(status.success(), "{}", stderr_of(dir, &host));
+    assert!(status.success(), "{}", stderr_of(&host));
     assert_eq!(latest_step(dir), target);
     assert!(
         !dir.join("checkpoints").join(&writing).exists(),
@@ -703,35 +513,22 @@ fn sigterm_or_kill_during_a_checkpoint_write_keeps_the_last_whole_checkpoint() {
     );
 }
 
-/// `serve` of `dir/model` on a free port with `extra` flags, stderr to `dir/host-PORT.err`.
+/// `serve` of `dir/model` on a port of its choosing with `extra` flags, stderr to
+/// `dir/host-N.err`.
 fn serve(dir: &Path, extra: &[&str]) -> Host {
-    let port = free_port();
-    let child = host_command(dir)
-        .args([
-            "serve",
-            "--model-path",
-            "model",
-            "--port",
-            &port.to_string(),
-        ])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(dir.join(format!("host-{port}.err"))).unwrap())
-        .spawn()
-        .unwrap();
-    poll(
+    let log = host_log(dir);
+    let (child, url) = spawn_listening(
+        host_command(dir)
+            .args(["serve", "--model-path", "model", "--port", "0"])
+            .args(extra)
+            .stdout(Stdio::null()),
+        &log,
         Duration::from_secs(120),
-        Duration::from_millis(100),
-        "the server did not come up",
-        || {
-            ureq::get(&format!("http://127.0.0.1:{port}/healthz"))
-                .call()
-                .ok()
-        },
     );
     Host {
         child,
-        url: format!("http://127.0.0.1:{port}/v1"),
+        url: format!("{url}/v1"),
+        log,
     }
 }
 
@@ -755,7 +552,7 @@ fn a_second_writer_on_a_buffer_or_save_directory_is_refused_naming_the_first() {
     let second = |args: &[&str]| {
         let o = host_command(dir)
             .args(args)
-            .args(["--model-path", "model", "--port", &free_port().to_string()])
+            .args(["--model-path", "model", "--port", "0"])
             .output()
             .unwrap();
         assert!(!o.status.success(), "{args:?} ran beside the first");
@@ -885,7 +682,7 @@ fn slow_bodies_take_only_their_clients_slots_and_never_hold_a_stop() {
     let asked = Instant::now();
     let status = terminate(&mut host, Duration::from_secs(30));
     let took = asked.elapsed();
-    assert!(status.success(), "{}", stderr_of(dir, &host));
+    assert!(status.success(), "{}", stderr_of(&host));
     assert!(
         took < Duration::from_secs(3 + 5),
         "SIGTERM took {:.1} s with a grace of 3 s",
@@ -1000,13 +797,7 @@ fn nan_weights_are_refused_and_a_step_that_always_fails_stops_the_run() {
     }
     poison(&bad.join("model.safetensors"));
     let o = host_command(dir)
-        .args([
-            "serve",
-            "--model-path",
-            "bad",
-            "--port",
-            &free_port().to_string(),
-        ])
+        .args(["serve", "--model-path", "bad", "--port", "0"])
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
@@ -1048,7 +839,7 @@ fn nan_weights_are_refused_and_a_step_that_always_fails_stops_the_run() {
         },
     );
     clients.stop();
-    let err = stderr_of(dir, &host);
+    let err = stderr_of(&host);
     assert!(!status.success());
     assert!(
         err.contains("4 training steps in a row failed (--max-failed-steps)")
@@ -1114,4 +905,195 @@ fn an_oversized_or_undecodable_data_record_is_skipped_unread_and_nothing_trained
         !o.status.success() && err.contains("is a directory"),
         "{err}"
     );
+}
+
+/// The slow tier: end-to-end runs that take a minute or more. `scripts/test.sh` runs them;
+/// `scripts/test.sh --fast` (which passes `--skip slow::`) leaves them out.
+mod slow {
+    use super::*;
+
+    #[test]
+    fn kill_minus_nine_loses_no_answer_and_trains_no_sample_twice() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        tiny_model(dir);
+        let seen: Seen = Arc::default();
+
+        // First life: clients talk while it trains; killed once a few checkpoints exist.
+        let mut host = start(dir, &[]);
+        let clients = Clients::start(&host, 0..3, Ids::Fresh, &seen);
+        poll(
+            Duration::from_secs(240),
+            Duration::from_millis(50),
+            "no third checkpoint; see host-*.err",
+            || (latest_step(dir) >= 3).then_some(()),
+        );
+        host.child.kill().unwrap(); // SIGKILL
+        host.child.wait().unwrap();
+        clients.stop();
+        let resumed_step = latest_step(dir);
+        let first_life = score_lines(dir);
+        drop(host);
+
+        // Second life: same directories; it replays the buffer and trains a few more steps.
+        let target = resumed_step + 3;
+        let mut host = start(dir, &["--max-steps", &target.to_string()]);
+        let clients = Clients::start(&host, 10..12, Ids::Fresh, &seen);
+        let status = exit_of(
+            &mut host,
+            Duration::from_secs(240),
+            "the second life did not reach its steps",
+        );
+        assert!(status.success(), "the second life failed; see host-*.err");
+        clients.stop();
+        assert_eq!(latest_step(dir), target);
+        let all = score_lines(dir);
+        let second_life = &all[first_life.len()..];
+        assert!(!second_life.is_empty());
+        assert_eq!(second_life[0]["step"].as_u64().unwrap(), resumed_step + 1);
+
+        // Every answer a client received is a recorded turn.
+        let replay = Log::read_all(&dir.join("rl_buffer")).unwrap();
+        let mut recorded: HashSet<(String, String)> = HashSet::new();
+        let mut sample_seqs = BTreeSet::new();
+        for e in &replay.records {
+            match &e.record {
+                Record::Turn { turn } => {
+                    recorded.insert((
+                        turn.session_id.to_string(),
+                        turn.response.content.to_string(),
+                    ));
+                }
+                Record::Sample { .. } => {
+                    sample_seqs.insert(e.seq);
+                }
+                _ => {}
+            }
+        }
+        let seen = seen.lock().unwrap();
+        assert!(seen.len() > 10, "only {} answers", seen.len());
+        for s in seen.iter() {
+            assert!(recorded.contains(s), "answer not in the buffer: {s:?}");
+        }
+
+        // The steps whose effect the final weights carry: the first life's up to the checkpoint
+        // it resumed from, then the second life's. No sample is in two of them.
+        let counted = first_life
+            .iter()
+            .filter(|l| l["step"].as_u64().unwrap() <= resumed_step)
+            .chain(second_life.iter());
+        let mut trained = HashSet::new();
+        for line in counted {
+            for q in line["sample_seqs"].as_array().unwrap() {
+                let q = q.as_u64().unwrap();
+                assert!(sample_seqs.contains(&q), "#{q} is not a recorded sample");
+                assert!(trained.insert(q), "sample #{q} trained twice");
+            }
+        }
+        assert!(
+            trained.len() >= 4 * target as usize - 4,
+            "{} samples",
+            trained.len()
+        );
+    }
+
+    #[test]
+    fn twenty_five_lives_ended_by_kill_or_sigterm_lose_nothing_and_mix_up_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        tiny_model(dir);
+        let seen: Seen = Arc::default();
+        // A fixed sequence of moments, so a failure can be replayed.
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        let (mut kills, mut terms) = (0, 0);
+        for life in 0..25 {
+            let mut host = start(
+                dir,
+                &["--rollout-batch-size", "2", "--shutdown-grace", "20"],
+            );
+            let clients = Clients::start(&host, 0..2, Ids::Reused, &seen);
+            std::thread::sleep(Duration::from_millis(300 + next(2700)));
+            if life % 5 == 4 {
+                // SIGTERM: requests drain, the final checkpoint is written, the exit is clean.
+                let status = terminate(&mut host, Duration::from_secs(40));
+                assert!(
+                    status.success(),
+                    "life {life} did not stop cleanly: {}",
+                    stderr_of(&host)
+                );
+                terms += 1;
+            } else {
+                host.child.kill().unwrap(); // SIGKILL
+                host.child.wait().unwrap();
+                kills += 1;
+            }
+            clients.stop();
+        }
+
+        let replay = Log::read_all(&dir.join("rl_buffer")).unwrap();
+        assert!(replay.warnings.len() <= kills, "{:?}", replay.warnings);
+        let mut turns: std::collections::HashMap<u64, (String, u32)> = Default::default();
+        let mut keys = HashSet::new();
+        let mut answers = HashSet::new();
+        let mut judged = HashSet::new();
+        let mut sampled = HashSet::new();
+        for e in &replay.records {
+            match &e.record {
+                Record::Turn { turn } => {
+                    let key = (turn.session_id.to_string(), turn.turn_index);
+                    assert!(keys.insert(key.clone()), "{key:?} recorded twice");
+                    turns.insert(e.seq, key);
+                    answers.insert((
+                        turn.session_id.to_string(),
+                        turn.response.content.to_string(),
+                    ));
+                }
+                Record::Judgement {
+                    session_id,
+                    turn_index,
+                    turn_seq,
+                    ..
+                } => {
+                    let q = turn_seq.expect("a verdict names its turn");
+                    assert_eq!(
+                        turns.get(&q),
+                        Some(&(session_id.clone(), *turn_index)),
+                        "verdict #{} joins another turn",
+                        e.seq
+                    );
+                    assert!(judged.insert(q), "turn #{q} judged twice");
+                }
+                Record::Sample { sample, turn_seq } => {
+                    let q = turn_seq.expect("a turn's sample names its turn");
+                    assert!(judged.contains(&q), "sample #{} of an unjudged turn", e.seq);
+                    assert_eq!(
+                        turns.get(&q),
+                        Some(&(sample.session_id.to_string(), sample.turn_index))
+                    );
+                    assert!(sampled.insert(q), "turn #{q} sampled twice");
+                }
+                _ => {}
+            }
+        }
+        let seen = seen.lock().unwrap();
+        for s in seen.iter() {
+            assert!(answers.contains(s), "an acknowledged answer is lost: {s:?}");
+        }
+        assert!(seen.len() >= 20, "only {} answers", seen.len());
+        assert!(!judged.is_empty() && !sampled.is_empty());
+        eprintln!(
+            "25 lives ({kills} kill -9, {terms} SIGTERM): {} acknowledged answers, {} records checked ({} turns, {} verdicts, {} samples), lost 0",
+            seen.len(),
+            replay.records.len(),
+            turns.len(),
+            judged.len(),
+            sampled.len()
+        );
+    }
 }

@@ -21,15 +21,7 @@ fn a_judge_model_is_compared_with_the_rule_judge_on_recorded_turns() {
     let plugin = plugin.to_str().unwrap();
     let o = host(
         dir,
-        &[
-            "run",
-            "--plugin",
-            plugin,
-            "--max-steps",
-            "2",
-            "--port",
-            &common::free_port().to_string(),
-        ],
+        &["run", "--plugin", plugin, "--max-steps", "2", "--port", "0"],
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let o = host(dir, &["init-default-model", "--out", "judge"]);

@@ -296,7 +296,7 @@ fn a_run_on_a_model_of_its_own_names_its_judge_or_is_refused() {
         .display()
         .to_string();
     let plugin = workspace().join("methods/binary-rl").display().to_string();
-    let port = common::free_port().to_string();
+    let port = "0".to_string();
     let args = [
         "run",
         "--plugin",

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{free_port, host_command, ok, workspace};
+use common::{host_command, ok, spawn_listening, workspace};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -107,115 +107,113 @@ fn turn(home: &Path, session: &str, message: &str) {
     );
 }
 
-#[test]
-fn a_conversation_of_the_real_openclaw_agent_is_one_session_with_next_states() {
-    openclaw();
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
-    let model = model(dir);
-    let buffer = dir.join("rl_buffer");
-    let port = free_port();
-    let server = Server(
-        host_command(dir)
-            .arg("serve")
-            .arg("--model-path")
-            .arg(&model)
-            .args(["--port", &port.to_string(), "--default-max-tokens", "16"])
-            .arg("--rl-buffer-dir")
-            .arg(&buffer)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while ureq::get(&format!("http://127.0.0.1:{port}/healthz"))
-        .call()
-        .is_err()
-    {
-        assert!(Instant::now() < deadline, "the server did not come up");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let home = dir.join("home");
-    configure(&home, port);
-    let messages = [
-        "Write a short haiku about the sea.",
-        "That is too long and uses markdown. Please write plain text, one line.",
-        "Thanks, that's better.",
-    ];
-    for m in messages {
-        turn(&home, "verify1", m);
-    }
-    // Turns 2 and 3 repeat turn 1's system prompt, tools and first message: their keys and
-    // values come from the prefix cache.
-    let metrics = ureq::get(&format!("http://127.0.0.1:{port}/metrics"))
-        .call()
-        .unwrap()
-        .into_body()
-        .read_to_string()
-        .unwrap();
-    let reused: f64 = metrics
-        .lines()
-        .find_map(|l| l.strip_prefix("openclaw_prefix_reused_tokens_total "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no prefix-cache counter in {metrics}"));
-    assert!(reused > 2.0 * 10_000.0, "prompt tokens reused: {reused}");
-    drop(server);
+/// The slow tier: end-to-end runs that take a minute or more. `scripts/test.sh` runs them;
+/// `scripts/test.sh --fast` (which passes `--skip slow::`) leaves them out.
+mod slow {
+    use super::*;
 
-    let exported = dir.join("export.jsonl");
-    ok(host_command(dir)
-        .args(["buffer", "export", "--rl-buffer-dir"])
-        .arg(&buffer)
-        .arg("--out")
-        .arg(&exported)
-        .output()
-        .unwrap());
-    let sessions: Vec<Value> = std::fs::read_to_string(&exported)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let summary: Vec<(String, usize)> = sessions
-        .iter()
-        .map(|s| {
-            (
-                s["session_id"].as_str().unwrap().to_string(),
-                s["turns"].as_array().unwrap().len(),
-            )
-        })
-        .collect();
-    let main: Vec<&Value> = sessions
-        .iter()
-        .flat_map(|s| s["turns"].as_array().unwrap())
-        .filter(|t| t["type"] == "main")
-        .collect();
-    assert_eq!(main.len(), 3, "three main turns: {summary:?}");
-    let with_main: Vec<&Value> = sessions
-        .iter()
-        .filter(|s| {
-            s["turns"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|t| t["type"] == "main")
-        })
-        .collect();
-    assert_eq!(with_main.len(), 1, "one session: {summary:?}");
-    let turns = with_main[0]["turns"].as_array().unwrap();
-    let main: Vec<&Value> = turns.iter().filter(|t| t["type"] == "main").collect();
-    for (t, expected) in main.iter().zip(&messages[1..]) {
-        let ns = &t["next_state"];
-        assert_eq!(ns["role"], "user", "{ns}");
-        let content = ns["content"].as_str().unwrap();
-        assert!(content.contains(expected), "{content}");
-        assert!(!content.contains("OPENCLAW_INTERNAL_CONTEXT"), "{content}");
+    #[test]
+    fn a_conversation_of_the_real_openclaw_agent_is_one_session_with_next_states() {
+        openclaw();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let model = model(dir);
+        let buffer = dir.join("rl_buffer");
+        let (child, url) = spawn_listening(
+            host_command(dir)
+                .arg("serve")
+                .arg("--model-path")
+                .arg(&model)
+                .args(["--port", "0", "--default-max-tokens", "16"])
+                .arg("--rl-buffer-dir")
+                .arg(&buffer)
+                .stdout(Stdio::null()),
+            &dir.join("host.err"),
+            Duration::from_secs(60),
+        );
+        let server = Server(child);
+        let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
+        let home = dir.join("home");
+        configure(&home, port);
+        let messages = [
+            "Write a short haiku about the sea.",
+            "That is too long and uses markdown. Please write plain text, one line.",
+            "Thanks, that's better.",
+        ];
+        for m in messages {
+            turn(&home, "verify1", m);
+        }
+        // Turns 2 and 3 repeat turn 1's system prompt, tools and first message: their keys and
+        // values come from the prefix cache.
+        let metrics = ureq::get(&format!("http://127.0.0.1:{port}/metrics"))
+            .call()
+            .unwrap()
+            .into_body()
+            .read_to_string()
+            .unwrap();
+        let reused: f64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix("openclaw_prefix_reused_tokens_total "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no prefix-cache counter in {metrics}"));
+        assert!(reused > 2.0 * 10_000.0, "prompt tokens reused: {reused}");
+        drop(server);
+
+        let exported = dir.join("export.jsonl");
+        ok(host_command(dir)
+            .args(["buffer", "export", "--rl-buffer-dir"])
+            .arg(&buffer)
+            .arg("--out")
+            .arg(&exported)
+            .output()
+            .unwrap());
+        let sessions: Vec<Value> = std::fs::read_to_string(&exported)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let summary: Vec<(String, usize)> = sessions
+            .iter()
+            .map(|s| {
+                (
+                    s["session_id"].as_str().unwrap().to_string(),
+                    s["turns"].as_array().unwrap().len(),
+                )
+            })
+            .collect();
+        let main: Vec<&Value> = sessions
+            .iter()
+            .flat_map(|s| s["turns"].as_array().unwrap())
+            .filter(|t| t["type"] == "main")
+            .collect();
+        assert_eq!(main.len(), 3, "three main turns: {summary:?}");
+        let with_main: Vec<&Value> = sessions
+            .iter()
+            .filter(|s| {
+                s["turns"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|t| t["type"] == "main")
+            })
+            .collect();
+        assert_eq!(with_main.len(), 1, "one session: {summary:?}");
+        let turns = with_main[0]["turns"].as_array().unwrap();
+        let main: Vec<&Value> = turns.iter().filter(|t| t["type"] == "main").collect();
+        for (t, expected) in main.iter().zip(&messages[1..]) {
+            let ns = &t["next_state"];
+            assert_eq!(ns["role"], "user", "{ns}");
+            let content = ns["content"].as_str().unwrap();
+            assert!(content.contains(expected), "{content}");
+            assert!(!content.contains("OPENCLAW_INTERNAL_CONTEXT"), "{content}");
+            assert!(
+                t["prompt_ids"].as_array().unwrap().len() > 5_000,
+                "OpenClaw's long prompt"
+            );
+        }
         assert!(
-            t["prompt_ids"].as_array().unwrap().len() > 5_000,
-            "OpenClaw's long prompt"
+            main[2]["next_state"].is_null(),
+            "the last turn has no reply yet"
         );
     }
-    assert!(
-        main[2]["next_state"].is_null(),
-        "the last turn has no reply yet"
-    );
 }

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{free_port, inputs, workspace};
+use common::{inputs, workspace};
 use openclaw_buffer::{Log, Record};
 use openclaw_config::backend::{Cpu, Placement};
 use openclaw_lab::simulate::{Scoreboard, SimUsers, SimUsersOptions};
@@ -22,7 +22,7 @@ fn run_flags(dir: &Path, model: &Path, steps: u64) -> Vec<(&'static str, String)
             workspace().join("methods/binary-rl").display().to_string(),
         ),
         ("model_path", model.display().to_string()),
-        ("port", free_port().to_string()),
+        ("port", "0".to_string()),
         ("rl_buffer_dir", d("rl_buffer")),
         ("save_dir", d("checkpoints")),
         ("log_dir", d("logs")),
@@ -106,7 +106,7 @@ fn the_four_loops_run_in_process_resume_and_their_checkpoint_serves() {
     // Serving alone, from `checkpoint-latest` as a path: answers and records the turn.
     let flags = vec![
         ("model_path", latest.display().to_string()),
-        ("port", free_port().to_string()),
+        ("port", "0".to_string()),
         (
             "rl_buffer_dir",
             dir.join("serve_buffer").display().to_string(),

@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{free_port, inputs, workspace};
+use common::{inputs, workspace};
 use openclaw_buffer::{Log, Record};
 use openclaw_config::backend::{Cpu, Placement};
 use openclaw_pipeline::Pipeline;
@@ -28,7 +28,7 @@ fn run(dir: &Path, extra: &[(&str, String)]) -> (Vec<u64>, Vec<TrainingSample>) 
             workspace().join("methods/binary-rl").display().to_string(),
         ),
         ("model_path", model.display().to_string()),
-        ("port", free_port().to_string()),
+        ("port", "0".to_string()),
         ("rl_buffer_dir", d("rl_buffer")),
         ("save_dir", d("checkpoints")),
         ("log_dir", d("logs")),

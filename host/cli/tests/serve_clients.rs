@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{free_port, host_command, workspace};
+use common::{host_command, spawn_listening, workspace};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -40,27 +40,21 @@ impl Drop for Server {
 }
 
 fn start(model: &Path, buffer: &Path, extra: &[&str]) -> Server {
-    let port = free_port();
-    let child = host_command(model.parent().unwrap())
-        .arg("serve")
-        .arg("--model-path")
-        .arg(model)
-        .args(["--port", &port.to_string(), "--rl-buffer-dir"])
-        .arg(buffer)
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let url = format!("http://127.0.0.1:{port}");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if ureq::get(&format!("{url}/healthz")).call().is_ok() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the server did not come up");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let log = model.parent().unwrap().join(format!("serve-{n}.err"));
+    let (child, url) = spawn_listening(
+        host_command(model.parent().unwrap())
+            .arg("serve")
+            .arg("--model-path")
+            .arg(model)
+            .args(["--port", "0", "--rl-buffer-dir"])
+            .arg(buffer)
+            .args(extra)
+            .stdout(Stdio::null()),
+        &log,
+        Duration::from_secs(60),
+    );
     Server { child, url }
 }
 

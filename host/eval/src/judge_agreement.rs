@@ -6,7 +6,7 @@
 use crate::Share;
 use abi_stable::std_types::{ROption, RString};
 use anyhow::Result;
-use openclaw_buffer::record::{Envelope, Record, TurnRefs};
+use openclaw_buffer::record::{Envelope, Joined, TurnRefs};
 use openclaw_judge::score_request;
 use openclaw_plugin_api::{JudgeSettings, Score, Turn, TurnType};
 use openclaw_plugins::RewardHandle;
@@ -24,22 +24,13 @@ pub fn turns_with_next_state(records: &[Envelope]) -> Vec<Turn> {
     let mut index: HashMap<u64, usize> = HashMap::new();
     let mut refs = TurnRefs::default();
     for env in records {
-        match &env.record {
-            Record::Turn { turn } => {
-                refs.add(env.seq, turn);
-                if turn.turn_type == TurnType::Main && turn.trainable {
-                    index.insert(env.seq, turns.len());
-                    turns.push((**turn).clone());
-                }
+        match refs.join(env) {
+            Joined::Turn { seq, turn } if turn.turn_type == TurnType::Main && turn.trainable => {
+                index.insert(seq, turns.len());
+                turns.push(turn.clone());
             }
-            Record::NextState {
-                session_id,
-                turn_index,
-                turn_seq,
-                next_state,
-            } => {
-                let at = refs.resolve(*turn_seq, session_id, *turn_index);
-                if let Some(&i) = at.and_then(|q| index.get(&q)) {
+            Joined::NextState { turn, next_state } => {
+                if let Some(&i) = turn.and_then(|q| index.get(&q)) {
                     turns[i].next_state = ROption::RSome(next_state.clone());
                 }
             }

@@ -4,7 +4,7 @@
 //! session had ended: the session table did not survive the restart).
 
 use super::train_loop::ConsumedState;
-use openclaw_buffer::record::{EpisodeEntry, TurnRefs};
+use openclaw_buffer::record::{EpisodeEntry, Joined, TurnRefs};
 use openclaw_buffer::{Envelope, Record};
 use openclaw_plugin_api::{NextState, Score, TrainingSample, Turn, TurnType};
 use std::collections::BTreeMap;
@@ -78,33 +78,28 @@ pub fn replay(records: &[Envelope], consumed: &ConsumedState) -> ReplayPlan {
     let mut plan = ReplayPlan::default();
     let mut groups: BTreeMap<u64, PendingGroup> = BTreeMap::new();
     for e in records {
-        match &e.record {
-            Record::Turn { turn } => {
-                refs.add(e.seq, turn);
+        let record = match refs.join(e) {
+            Joined::Turn { seq, turn } => {
                 if turn.turn_type == TurnType::Main && turn.trainable {
-                    turns.push((e.seq, (**turn).clone()));
+                    turns.push((seq, turn.clone()));
                 }
+                continue;
             }
-            Record::NextState {
-                session_id,
-                turn_index,
-                turn_seq,
-                next_state,
-            } => {
-                if let Some(q) = refs.resolve(*turn_seq, session_id, *turn_index) {
+            Joined::NextState { turn, next_state } => {
+                if let Some(q) = turn {
                     next.insert(q, next_state.clone());
                 }
+                continue;
             }
-            Record::Judgement {
-                session_id,
-                turn_index,
-                turn_seq,
-                score,
-            } => {
-                if let Some(q) = refs.resolve(*turn_seq, session_id, *turn_index) {
-                    judged.insert(q, (**score).clone());
+            Joined::Judgement { turn, score } => {
+                if let Some(q) = turn {
+                    judged.insert(q, score.clone());
                 }
+                continue;
             }
+            Joined::Other(e) => &e.record,
+        };
+        match record {
             Record::Sample { sample, turn_seq } => {
                 if let Some(g) = sample
                     .session_id
@@ -149,7 +144,10 @@ pub fn replay(records: &[Envelope], consumed: &ConsumedState) -> ReplayPlan {
                     g.episodes.push((**episode).clone());
                 }
             }
-            Record::SessionClosed { .. } => {}
+            Record::SessionClosed { .. }
+            | Record::Turn { .. }
+            | Record::NextState { .. }
+            | Record::Judgement { .. } => {}
         }
     }
     for mut g in groups.into_values() {

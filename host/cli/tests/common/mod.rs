@@ -79,13 +79,53 @@ pub fn ok(o: Output) -> String {
     err
 }
 
-/// A port nothing listens on now.
+/// A port nothing listens on now (for a URL that must not answer: a listener started on it
+/// later could race another process for it, so servers under test bind port 0 instead, see
+/// [`spawn_listening`]).
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// Starts `cmd` (`serve` or `run` with `--port 0`) with its stderr written to `log`, and waits
+/// until it prints the address it bound (`serving NAME on http://ADDR/v1`) and answers
+/// `/healthz`: returns the child and `http://ADDR`. Port 0 leaves no window between choosing a
+/// port and binding it in which another process could take it.
+pub fn spawn_listening(
+    cmd: &mut Command,
+    log: &Path,
+    within: std::time::Duration,
+) -> (std::process::Child, String) {
+    let mut child = cmd
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let addr = text.lines().find_map(|l| {
+            let rest = l.strip_prefix("serving ")?;
+            let (_, url) = rest.rsplit_once(" on http://")?;
+            Some(url.trim_end_matches("/v1").to_string())
+        });
+        if let Some(addr) = addr {
+            let url = format!("http://{addr}");
+            if ureq::get(&format!("{url}/healthz")).call().is_ok() {
+                return (child, url);
+            }
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the host ended ({status}) before it listened:\n{text}");
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the host did not listen within {within:?}:\n{text}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 /// `dir/model`: a tiny random Qwen3 whose byte-level BPE tokenizer (`vocab` tokens) is trained

@@ -1,7 +1,9 @@
 //! What the environment plugins share and the ABI does not carry: the table of open episodes
-//! ([`EpisodeTable`]) and reading blocks out of the agent's text ([`blocks`]).
+//! ([`EpisodeTable`]), the tool calls in an assistant message ([`tool_calls`]) and reading
+//! blocks out of the agent's text ([`blocks`]).
 
-use openclaw_plugin_api::PluginResult;
+use openclaw_plugin_api::serde_json::{self, Value};
+use openclaw_plugin_api::{Message, PluginResult};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -50,6 +52,74 @@ impl<E> EpisodeTable<E> {
     }
 }
 
+/// One tool call the agent made, as written: what it names and its arguments, or why it cannot
+/// be read. Which tools exist and what they need is the environment's to check.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCall {
+    /// The OpenAI tool-call id it answers, when it came as one.
+    pub id: Option<String>,
+    /// The tool's name as given (empty when none was).
+    pub name: String,
+    /// The arguments (a JSON object), or why they cannot be read.
+    pub args: Result<Value, String>,
+}
+
+/// The tool calls in an assistant message: its OpenAI `tool_calls` when it has them, else the
+/// `<tool_call>{"name": ..., "arguments": ...}</tool_call>` blocks of its text (the original's
+/// form). Unreadable JSON is reported with the original's `json_parse_error` prefix.
+pub fn tool_calls(message: &Message) -> Vec<ToolCall> {
+    if let Some(raw) = message.tool_calls_json.as_ref().into_option() {
+        return match serde_json::from_str::<Value>(raw) {
+            Ok(Value::Array(items)) => items.iter().map(openai_call).collect(),
+            _ => vec![ToolCall {
+                id: None,
+                name: String::new(),
+                args: Err("tool_calls is not a JSON array".into()),
+            }],
+        };
+    }
+    blocks(&message.content, "<tool_call>", "</tool_call>")
+        .into_iter()
+        .map(|b| match serde_json::from_str::<Value>(b.trim()) {
+            Ok(v) => ToolCall {
+                id: None,
+                name: v["name"].as_str().unwrap_or_default().to_string(),
+                args: arguments(&v["arguments"]),
+            },
+            Err(e) => ToolCall {
+                id: None,
+                name: String::new(),
+                args: Err(format!(
+                    "json_parse_error: the tool call is not valid JSON: {e}"
+                )),
+            },
+        })
+        .collect()
+}
+
+fn openai_call(item: &Value) -> ToolCall {
+    let f = &item["function"];
+    ToolCall {
+        id: item["id"].as_str().map(str::to_string),
+        name: f["name"].as_str().unwrap_or_default().to_string(),
+        args: arguments(&f["arguments"]),
+    }
+}
+
+/// Arguments come as a JSON string (OpenAI) or, from some clients and templates, as an object.
+fn arguments(v: &Value) -> Result<Value, String> {
+    let v = match v {
+        Value::String(s) => serde_json::from_str(s)
+            .map_err(|e| format!("json_parse_error: the arguments are not valid JSON: {e}"))?,
+        other => other.clone(),
+    };
+    match v {
+        Value::Object(_) => Ok(v),
+        Value::Null => Err("the tool call has no arguments".into()),
+        other => Err(format!("the arguments must be a JSON object, got {other}")),
+    }
+}
+
 /// The texts between each `open` and the next `close` (an unclosed block runs to the end).
 pub fn blocks<'a>(text: &'a str, open: &str, close: &str) -> Vec<&'a str> {
     let mut out = Vec::new();
@@ -86,6 +156,35 @@ mod tests {
         let e = t.get(a).err().unwrap();
         assert_eq!(e, "no episode 1 (never started, or closed)");
         assert_eq!(t.open("c").unwrap(), 3, "ids are never reused");
+    }
+
+    #[test]
+    fn calls_come_from_tool_calls_or_tagged_blocks_and_bad_json_is_named() {
+        let mut m = Message::new("assistant", "ignored <tool_call>{}</tool_call>");
+        m.tool_calls_json = openclaw_plugin_api::abi_stable::std_types::ROption::RSome(
+            r#"[{"id": "c1", "function": {"name": "t", "arguments": "{\"a\": 1}"}}]"#.into(),
+        );
+        let c = tool_calls(&m);
+        assert_eq!(c.len(), 1);
+        assert_eq!((c[0].id.as_deref(), c[0].name.as_str()), (Some("c1"), "t"));
+        assert_eq!(c[0].args.as_ref().unwrap()["a"], 1);
+        let m = Message::new(
+            "assistant",
+            "<tool_call>{\"name\": \"t\", \"arguments\": {\"a\": 2}}</tool_call><tool_call>nope</tool_call>",
+        );
+        let c = tool_calls(&m);
+        assert_eq!(c[0].args.as_ref().unwrap()["a"], 2);
+        assert!(c[1]
+            .args
+            .as_ref()
+            .unwrap_err()
+            .starts_with("json_parse_error"));
+        let m = Message::new(
+            "assistant",
+            "<tool_call>{\"name\": \"t\", \"arguments\": \"[1]\"}</tool_call>",
+        );
+        let e = tool_calls(&m).remove(0).args.unwrap_err();
+        assert!(e.contains("must be a JSON object"), "{e}");
     }
 
     #[test]

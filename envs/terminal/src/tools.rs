@@ -1,8 +1,7 @@
 //! The shell tools, with the original's names and arguments (CAMEL's terminal toolkit): their
 //! schemas, the calls an assistant message makes, and how output is cut.
 
-use openclaw_env_kit::blocks;
-use openclaw_plugin_api::serde_json::{self, Value};
+use openclaw_plugin_api::serde_json::Value;
 use openclaw_plugin_api::Message;
 
 /// Runs a command in a named shell session.
@@ -43,69 +42,12 @@ pub fn schema(offered: &[&str]) -> String {
 }
 
 /// One call the agent made.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Call {
-    /// The OpenAI tool-call id it answers, when it came as one.
-    pub id: Option<String>,
-    /// The tool's name as given (empty when none was).
-    pub name: String,
-    /// The arguments, or why the call cannot be read.
-    pub args: Result<Value, String>,
-}
+pub type Call = openclaw_env_kit::ToolCall;
 
 /// The calls in an assistant message: OpenAI `tool_calls` when it has them, else
 /// `<tool_call>{json}</tool_call>` blocks in its text (the original's form).
 pub fn calls(message: &Message) -> Vec<Call> {
-    if let Some(raw) = message.tool_calls_json.as_ref().into_option() {
-        return match serde_json::from_str::<Value>(raw) {
-            Ok(Value::Array(items)) => items.iter().map(openai_call).collect(),
-            _ => vec![Call {
-                id: None,
-                name: String::new(),
-                args: Err("tool_calls is not a JSON array".into()),
-            }],
-        };
-    }
-    blocks(&message.content, "<tool_call>", "</tool_call>")
-        .into_iter()
-        .map(|b| match serde_json::from_str::<Value>(b.trim()) {
-            Ok(v) => Call {
-                id: None,
-                name: v["name"].as_str().unwrap_or_default().to_string(),
-                args: arguments(&v["arguments"]),
-            },
-            Err(e) => Call {
-                id: None,
-                name: String::new(),
-                args: Err(format!(
-                    "json_parse_error: the tool call is not valid JSON: {e}"
-                )),
-            },
-        })
-        .collect()
-}
-
-fn openai_call(item: &Value) -> Call {
-    let f = &item["function"];
-    Call {
-        id: item["id"].as_str().map(str::to_string),
-        name: f["name"].as_str().unwrap_or_default().to_string(),
-        args: arguments(&f["arguments"]),
-    }
-}
-
-/// Arguments come as a JSON string (OpenAI) or, from some clients and templates, as an object.
-fn arguments(v: &Value) -> Result<Value, String> {
-    let v = match v {
-        Value::String(s) => serde_json::from_str(s)
-            .map_err(|e| format!("json_parse_error: the arguments are not valid JSON: {e}"))?,
-        other => other.clone(),
-    };
-    match v {
-        Value::Object(_) => Ok(v),
-        Value::Null => Err("the tool call has no arguments".into()),
-        other => Err(format!("the arguments must be a JSON object, got {other}")),
-    }
+    openclaw_env_kit::tool_calls(message)
 }
 
 /// The call's arguments when it names one of `offered` and has its required arguments: else
@@ -175,6 +117,7 @@ pub fn result_message(call: &Call, output: &str) -> Message {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use openclaw_plugin_api::serde_json;
 
     #[test]
     fn the_schema_is_json_and_lists_the_offered_tools_in_order() {

@@ -2,7 +2,7 @@
 //! output goes back.
 
 use openclaw_env_kit::blocks;
-use openclaw_plugin_api::serde_json::{self, Value};
+use openclaw_plugin_api::serde_json::Value;
 use openclaw_plugin_api::Message;
 
 /// The tool's name.
@@ -32,26 +32,14 @@ pub struct Call {
 /// text, `<tool_call>{json}</tool_call>` blocks, else `<code>…</code>` blocks, else
 /// ```` ```python ```` blocks (the forms the original accepts).
 pub fn calls(message: &Message) -> Vec<Call> {
-    if let Some(raw) = message.tool_calls_json.as_ref().into_option() {
-        return match serde_json::from_str::<Value>(raw) {
-            Ok(Value::Array(items)) => items.iter().map(openai_call).collect(),
-            _ => vec![Call {
-                id: None,
-                code: Err("tool_calls is not a JSON array".into()),
-            }],
-        };
-    }
     let text = message.content.as_str();
-    let tagged = blocks(text, "<tool_call>", "</tool_call>");
-    if !tagged.is_empty() {
-        return tagged
+    let tagged = message.tool_calls_json.is_some() || text.contains("<tool_call>");
+    if tagged {
+        return openclaw_env_kit::tool_calls(message)
             .into_iter()
-            .map(|b| Call {
-                id: None,
-                code: match serde_json::from_str::<Value>(b.trim()) {
-                    Ok(v) => named_code(&v["name"], &v["arguments"]),
-                    Err(e) => Err(format!("the tool call is not valid JSON: {e}")),
-                },
+            .map(|c| Call {
+                code: c.args.and_then(|args| named_code(&c.name, &args)),
+                id: c.id,
             })
             .collect();
     }
@@ -69,28 +57,15 @@ pub fn calls(message: &Message) -> Vec<Call> {
         .collect()
 }
 
-fn openai_call(item: &Value) -> Call {
-    let f = &item["function"];
-    // Arguments come as a JSON string (OpenAI) or, from some clients, as an object.
-    let args = match &f["arguments"] {
-        Value::String(s) => serde_json::from_str(s).unwrap_or(Value::Null),
-        other => other.clone(),
-    };
-    Call {
-        id: item["id"].as_str().map(str::to_string),
-        code: named_code(&f["name"], &args),
-    }
-}
-
-fn named_code(name: &Value, args: &Value) -> Result<String, String> {
-    match name.as_str() {
-        Some(NAME) => {}
-        Some(other) => return Err(format!("unknown tool `{other}`; the only tool is `{NAME}`")),
-        None => {
+fn named_code(name: &str, args: &Value) -> Result<String, String> {
+    match name {
+        NAME => {}
+        "" => {
             return Err(format!(
                 "the tool call has no name; the only tool is `{NAME}`"
             ))
         }
+        other => return Err(format!("unknown tool `{other}`; the only tool is `{NAME}`")),
     }
     match args.get("code").and_then(Value::as_str) {
         Some(code) => Ok(code.to_string()),
@@ -123,6 +98,7 @@ pub fn result_message(call: &Call, output: &str, limit: usize) -> Message {
 mod tests {
     use super::*;
     use openclaw_plugin_api::abi_stable::std_types::ROption;
+    use openclaw_plugin_api::serde_json;
     use openclaw_plugin_api::serde_json::json;
 
     #[test]

@@ -66,9 +66,9 @@ where
         placement: &Placement<B>,
     ) -> Result<Self> {
         let metrics = Arc::new(Metrics::new());
-        let mut plan = resolve(cfg, plugins)?;
+        let (plan, train_config) = resolve(cfg, plugins)?;
         let env = open_environment(cfg)?;
-        let restored = restore(cfg, plan.train.take().expect("resolved"), placement)?;
+        let restored = restore(cfg, train_config, placement)?;
         let mut served = serve(cfg, placement, plan.made, &restored, metrics.clone())?;
         let judged = judge(cfg, plugins, placement, &plan, &served, &metrics)?;
         let produced = produce(
@@ -112,12 +112,11 @@ struct RunPlan {
     loss: LossHandle,
     /// The extra inputs the loss reads (a reference, a teacher).
     inputs: LossInputs,
-    /// The trainer's settings, until the session takes them.
-    train: Option<TrainConfig>,
 }
 
-/// Stage 1: the judges, the loss and its inputs, refused together before anything starts.
-fn resolve(cfg: &RunConfig, plugins: &RunPlugins) -> Result<RunPlan> {
+/// Stage 1: the judges, the loss and its inputs, refused together before anything starts; with
+/// the trainer's settings, which the training session takes.
+fn resolve(cfg: &RunConfig, plugins: &RunPlugins) -> Result<(RunPlan, TrainConfig)> {
     let made = !cfg.env.is_empty()
         || plugins.plugin_for(PluginKind::Rollout).is_some()
         || plugins.plugin_for(PluginKind::Generate).is_some();
@@ -137,13 +136,15 @@ fn resolve(cfg: &RunConfig, plugins: &RunPlugins) -> Result<RunPlan> {
              have: use a method that learns from rewards (--plugin binary-rl)"
         );
     }
-    Ok(RunPlan {
-        made,
-        choice,
-        loss,
-        inputs,
-        train: Some(train),
-    })
+    Ok((
+        RunPlan {
+            made,
+            choice,
+            loss,
+            inputs,
+        },
+        train,
+    ))
 }
 
 /// The environment of `run --env`, opened, with the tasks it trains and evaluates on.

@@ -5,7 +5,6 @@
 
 use crate::admission::{Admitted, InFlight};
 use crate::protocol::{ApiError, ChatRequest};
-use crate::routes::turn_refusal;
 use crate::text::TextPipeline;
 use crate::App;
 use axum::response::sse::Event;
@@ -97,7 +96,7 @@ where
         self.app
             .turns
             .record(&k.assignment, answer)
-            .map_err(turn_refusal)
+            .map_err(ApiError::from)
     }
 
     fn done(&self) {

@@ -149,3 +149,14 @@ impl IntoResponse for ApiError {
         r
     }
 }
+
+/// Collection's refusals as the answer's: a poisoned session table is the server's fault, a
+/// record the buffer did not take makes the server unavailable.
+impl From<openclaw_collect::TurnError> for ApiError {
+    fn from(e: openclaw_collect::TurnError) -> Self {
+        match e {
+            openclaw_collect::TurnError::Poisoned => ApiError::internal("session table poisoned"),
+            openclaw_collect::TurnError::Unrecorded(why) => ApiError::unavailable(why),
+        }
+    }
+}

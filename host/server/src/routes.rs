@@ -16,7 +16,6 @@ use axum::{Json, Router};
 use burn::prelude::Backend;
 use openclaw_buffer::messages::content_of;
 use openclaw_chat::{OutputParser, ParserOptions, RenderOptions};
-use openclaw_collect::TurnError;
 use openclaw_engine::{Model, SamplingParams};
 use serde_json::{json, Value};
 use std::convert::Infallible;
@@ -191,14 +190,6 @@ fn request_text_bytes(
     (text, tools.map_or(0, strings))
 }
 
-/// Collection's refusals as the answer's.
-pub(crate) fn turn_refusal(e: TurnError) -> ApiError {
-    match e {
-        TurnError::Poisoned => ApiError::internal("session table poisoned"),
-        TurnError::Unrecorded(why) => ApiError::unavailable(why),
-    }
-}
-
 async fn chat_inner<B: Backend>(
     app: Arc<App<B>>,
     mut request: Request,
@@ -298,7 +289,7 @@ where
     let assignment = app
         .turns
         .open(&request.hints, &request.messages)
-        .map_err(turn_refusal)?;
+        .map_err(ApiError::from)?;
 
     let rx = app
         .engine

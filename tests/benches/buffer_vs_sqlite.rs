@@ -17,7 +17,8 @@
 //! `cargo bench -p openclaw-integration-tests --bench buffer_vs_sqlite` (`BENCH_APPENDS` sets
 //! the appends per case, default 2,000).
 
-use openclaw_buffer::{Envelope, FsyncPolicy, Log, LogOptions, Record};
+use openclaw_buffer::record::disk;
+use openclaw_buffer::{FsyncPolicy, Log, LogOptions, Record};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -136,14 +137,14 @@ fn sqlite(n: usize, writers: usize, synchronous: &str, connections: usize) -> Me
         n,
         writers,
         Arc::new(move |i| {
-            let body = serde_json::to_vec(&Envelope {
-                seq: i as u64,
-                at_ms: std::time::SystemTime::now()
+            let body = disk::encode(
+                i as u64,
+                std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
                     .unwrap()
                     .as_millis() as u64,
-                record: record(i),
-            })
+                &record(i),
+            )
             .unwrap();
             let conn = c[i % c.len()].lock().unwrap();
             // Autocommit: one transaction (and, with FULL, one WAL fsync) per record.

@@ -185,9 +185,15 @@ fn a_missing_bubblewrap_keeps_the_environment_from_starting() {
     assert!(err.contains("reward_shape"), "{err}");
 }
 
-/// GSM8K from the shared data folder, as a user points `data_path` at it.
+/// GSM8K as a user points `data_path` at it: `OPENCLAW_GSM8K` when set (a checkout that is not
+/// beside the shared data folder), else `../shared/data/gsm8k-test.json` next to the repository.
 fn gsm8k() -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/gsm8k-test.json");
+    let p = match std::env::var_os("OPENCLAW_GSM8K") {
+        Some(p) => PathBuf::from(p),
+        None => {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/gsm8k-test.json")
+        }
+    };
     p.is_file().then_some(p)
 }
 
@@ -198,9 +204,10 @@ fn gsm8k_problems_score_by_their_final_number() {
         // env.rs); CI sets OPENCLAW_REQUIRE_ASSETS=1 and has it, so there it must be found.
         assert!(
             std::env::var("OPENCLAW_REQUIRE_ASSETS").as_deref() != Ok("1"),
-            "../shared/data/gsm8k-test.json is absent and OPENCLAW_REQUIRE_ASSETS=1"
+            "GSM8K is absent (set OPENCLAW_GSM8K, or put the checkout beside shared/data/) and \
+             OPENCLAW_REQUIRE_ASSETS=1"
         );
-        eprintln!("SKIPPED: ../shared/data/gsm8k-test.json is not next to the repository");
+        eprintln!("SKIPPED: GSM8K is neither at OPENCLAW_GSM8K nor in ../shared/data/");
         return;
     };
     let env = env(&format!("data_path = {:?}", path.display().to_string()));

@@ -1,6 +1,6 @@
 //! The buffer as the user's dataset: trajectories in the format `train --data-path` reads.
 
-use super::record::{Envelope, EpisodeEntry, Joined, Record, TurnRefs};
+use super::record::{disk, Envelope, EpisodeEntry, Joined, Record, TurnRefs};
 use crate::messages::{next_state_json, to_json};
 use crate::trajectory::{TrajectoryRecord, TurnRecord};
 use abi_stable::std_types::ROption;
@@ -155,7 +155,7 @@ pub fn episodes(records: &[Envelope]) -> Vec<Value> {
         .iter()
         .filter_map(|env| match &env.record {
             Record::Episode { episode } => {
-                let mut v = serde_json::to_value(&**episode).unwrap_or_default();
+                let mut v = disk::episode_to_json(episode);
                 v["seq"] = json!(env.seq);
                 v["samples"] =
                     Value::Array(samples.remove(&episode.episode_id).unwrap_or_default());

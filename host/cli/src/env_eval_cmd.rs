@@ -138,5 +138,5 @@ pub fn run(flags: &EvalFlags, env_spec: &str, eval_tasks: usize) -> Result<i32> 
 /// One episode as a JSON line: the buffer's episode record (task, conversation, each step's
 /// exact tokens, ending, outcome).
 fn episode_json(env: &str, per_task: usize, r: &EpisodeRecord) -> String {
-    serde_json::to_string(&r.entry(env, per_task as u32)).unwrap_or_default()
+    openclaw_buffer::record::disk::episode_to_json(&r.entry(env, per_task as u32)).to_string()
 }

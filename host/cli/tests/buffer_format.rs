@@ -4,7 +4,8 @@
 //! is on disk fails here, so it comes with a new segment format (and a reader for the old one),
 //! never as a silent change to acknowledged records.
 
-use openclaw_buffer::{Log, LogOptions, Record};
+use openclaw_buffer::record::disk;
+use openclaw_buffer::{Log, LogOptions};
 use serde_json::Value;
 use std::path::Path;
 
@@ -57,7 +58,7 @@ fn a_segment_of_format_1_reads_back_to_the_same_records() {
     let got: Vec<Value> = replay
         .records
         .iter()
-        .map(|e| normal(serde_json::to_value(&e.record).unwrap()))
+        .map(|e| normal(disk::record_to_json(&e.record)))
         .collect();
     let want: Vec<Value> = expected().into_iter().map(normal).collect();
     assert_eq!(got, want);
@@ -73,7 +74,7 @@ fn write_the_fixture() {
     let tmp = tempfile::tempdir().unwrap();
     let (log, _) = Log::open(tmp.path(), LogOptions::default()).unwrap();
     for v in expected() {
-        let r: Record = serde_json::from_value(v).unwrap();
+        let r = disk::record_from_json(v).unwrap();
         log.append(&r).unwrap();
     }
     drop(log);

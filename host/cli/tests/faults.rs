@@ -1,5 +1,5 @@
 //! The fault-injection suite over real processes and files (the buffer's byte-level faults,
-//! flips, truncations and a full disk, are its unit tests in `host/buffer/src/log.rs`):
+//! flips, truncations and a full disk, are its unit tests in `host/buffer/src/log/tests.rs`):
 //!
 //! - `kill -9` mid-traffic and a restart: every answer a client received is in the buffer,
 //!   training resumes from the last checkpoint, and no sample is trained twice;

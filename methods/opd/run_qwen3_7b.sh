@@ -11,13 +11,11 @@
 #   OPENCLAW_JUDGE    self (the starting policy judges itself) or rule; one judge must be named
 #   DATA_PATH         trajectory JSONL: train offline on it (`openclaw-host train`) instead of serving
 #   CKPT_SAVE_DIR     where checkpoints go (default: checkpoints/opd-qwen3-7b)
-#   CKPT_ARGS ROLLOUT_ARGS OPTIMIZER_ARGS LORA_ARGS   flag groups (defaults below)
+#   CKPT_ARGS ROLLOUT_ARGS OPTIMIZER_ARGS LORA_ARGS   flag groups (defaults: scripts/run-method.sh)
 #   TRAIN_GPUS ROLLOUT_GPUS   CUDA device lists (a build with the `cuda` feature)
 set -euo pipefail
 METHOD_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-export METHOD_DIR RUN_NAME="opd-qwen3-7b"
-export CKPT_ARGS="${CKPT_ARGS:---save-interval 100 --keep-checkpoints 3 --resume-from-checkpoint latest}"
-export ROLLOUT_ARGS="${ROLLOUT_ARGS:---rollout-batch-size 16 --num-rollouts-per-prompt 1 --max-staleness 2 --default-max-tokens 8192 --majority-vote-n 1 --judge-temperature 0.6 --judge-max-tokens 8192 --teacher frozen}"
-export OPTIMIZER_ARGS="${OPTIMIZER_ARGS:---lr 1e-5 --lr-schedule constant --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.98 --max-grad-norm 1.0}"
-export LORA_ARGS="${LORA_ARGS:-}"
-exec "$METHOD_DIR/../../scripts/run-method.sh" "$@"
+RUN_NAME="opd-qwen3-7b" METHOD_LORA=0
+METHOD_ROLLOUT_ARGS="--majority-vote-n 1 --judge-temperature 0.6 --judge-max-tokens 8192 --teacher frozen"
+# shellcheck source=../../scripts/run-method.sh
+source "$METHOD_DIR/../../scripts/run-method.sh"

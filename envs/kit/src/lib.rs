@@ -1,9 +1,11 @@
 //! What the environment plugins share and the ABI does not carry: the table of open episodes
-//! ([`EpisodeTable`]), the tool calls in an assistant message ([`tool_calls`]) and reading
-//! blocks out of the agent's text ([`blocks`]).
+//! ([`EpisodeTable`]) and what each counts ([`Progress`]), the observations and step outcomes
+//! they answer with ([`first_observation`], [`observation`], [`step_outcome`]), the tool calls
+//! in an assistant message ([`tool_calls`]) and reading blocks out of the agent's text
+//! ([`blocks`]).
 
 use openclaw_plugin_api::serde_json::{self, Value};
-use openclaw_plugin_api::{Message, PluginResult};
+use openclaw_plugin_api::{EnvInfo, Message, Observation, PluginResult, StepOutcome};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -49,6 +51,68 @@ impl<E> EpisodeTable<E> {
     /// outside the table's lock, so removing its work directory holds no other episode up.
     pub fn close(&self, id: u64) -> PluginResult<Option<Arc<Mutex<E>>>> {
         Ok(self.episodes.lock().map_err(|e| e.to_string())?.remove(&id))
+    }
+
+    /// Runs `f` on the open episode `id` under the episode's own lock, so other episodes go on.
+    pub fn with<R>(&self, id: u64, f: impl FnOnce(&mut E) -> PluginResult<R>) -> PluginResult<R> {
+        let episode = self.get(id)?;
+        let mut episode = episode.lock().map_err(|e| e.to_string())?;
+        f(&mut episode)
+    }
+}
+
+/// What every episode counts: its turns, the tool calls it ran, and whether it is over.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// The agent's messages stepped so far.
+    pub turns: u32,
+    /// The tool calls run so far.
+    pub tool_calls: u32,
+    /// Whether the episode has ended; a step after that is an error.
+    pub done: bool,
+}
+
+impl Progress {
+    /// Counts the next turn of episode `id`; an episode that is over takes no more.
+    pub fn next_turn(&mut self, id: u64) -> PluginResult<()> {
+        if self.done {
+            return Err(format!("episode {id} is over"));
+        }
+        self.turns += 1;
+        Ok(())
+    }
+}
+
+/// What the agent sees: `messages`, and the tools it may call (an OpenAI `tools` JSON array).
+pub fn observation(messages: Vec<Message>, tools_json: &str) -> Observation {
+    Observation {
+        messages: messages.into(),
+        tools_json: tools_json.into(),
+    }
+}
+
+/// An episode's first observation: the task's prompt as a user message, and the tools on offer.
+pub fn first_observation(prompt: &str, tools_json: &str) -> Observation {
+    observation(vec![Message::new("user", prompt)], tools_json)
+}
+
+/// A step's outcome: what the agent sees next, whether the episode is over (`truncated` when a
+/// limit ended it) and the step's facts for the logs. The reward is 0: the environments score
+/// an episode after its loop, in `evaluate`.
+pub fn step_outcome(
+    observation: Observation,
+    done: bool,
+    truncated: bool,
+    metadata: &Value,
+) -> StepOutcome {
+    StepOutcome {
+        observation,
+        reward: 0.0,
+        done,
+        info: EnvInfo {
+            truncated,
+            metadata_json: metadata.to_string().into(),
+        },
     }
 }
 
@@ -156,6 +220,22 @@ mod tests {
         let e = t.get(a).err().unwrap();
         assert_eq!(e, "no episode 1 (never started, or closed)");
         assert_eq!(t.open("c").unwrap(), 3, "ids are never reused");
+    }
+
+    #[test]
+    fn steps_count_turns_until_the_episode_is_over() {
+        let t = EpisodeTable::default();
+        let id = t.open(Progress::default()).unwrap();
+        t.with(id, |p| p.next_turn(id)).unwrap();
+        t.with(id, |p| {
+            p.done = true;
+            Ok(())
+        })
+        .unwrap();
+        let e = t.with(id, |p| p.next_turn(id)).unwrap_err();
+        assert_eq!(e, "episode 1 is over");
+        assert_eq!(t.with(id, |p| Ok(p.turns)).unwrap(), 1);
+        assert!(t.with(id + 1, |_| Ok(())).is_err());
     }
 
     #[test]

@@ -1,16 +1,15 @@
 //! The environment object: its tasks, episodes, shell sessions and the tests after the loop.
 
-use openclaw_env_kit::EpisodeTable;
+use openclaw_env_kit::{first_observation, observation, step_outcome, EpisodeTable, Progress};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use openclaw_plugin_api::serde::Deserialize;
 use openclaw_plugin_api::serde_json::{json, Value};
 use openclaw_plugin_api::{
-    parse_config_section, serde_json, Action, Env, EnvInfo, Evaluation, HostServices, Message,
-    Observation, PluginResult, StepOutcome, Task,
+    parse_config_section, serde_json, Action, Env, Evaluation, HostServices, Observation,
+    PluginResult, StepOutcome, Task,
 };
 use openclaw_sandbox::{Background, Limits, Run, Sandbox, SandboxConfig, Status, Workdir};
 
@@ -141,11 +140,9 @@ impl Session {
 struct Episode {
     task: TaskSpec,
     workdir: Workdir,
+    progress: Progress,
     sessions: HashMap<String, Session>,
-    turns: u32,
-    tool_calls: u32,
     parse_errors: u32,
-    done: bool,
 }
 
 /// The terminal environment.
@@ -170,10 +167,6 @@ fn quote(s: &str) -> String {
 const CWD_MARK: char = '\u{1e}';
 
 impl TerminalEnv {
-    fn episode(&self, id: u64) -> PluginResult<Arc<Mutex<Episode>>> {
-        self.episodes.get(id)
-    }
-
     /// A command with the environment every command gets (git's identity and branch name,
     /// which a fresh home directory lacks).
     fn command<I: IntoIterator<Item = S>, S: Into<String>>(argv: I) -> Run {
@@ -660,104 +653,82 @@ impl Env for TerminalEnv {
         let id = self.episodes.open(Episode {
             task: spec,
             workdir,
+            progress: Progress::default(),
             sessions: HashMap::new(),
-            turns: 0,
-            tool_calls: 0,
             parse_errors: 0,
-            done: false,
         })?;
-        Ok((
-            id,
-            Observation {
-                messages: vec![Message::new("user", &prompt)].into(),
-                tools_json: self.tools_json.as_str().into(),
-            },
-        ))
+        Ok((id, first_observation(&prompt, &self.tools_json)))
     }
 
     fn step(&self, episode: u64, action: &Action) -> PluginResult<StepOutcome> {
-        let ep = self.episode(episode)?;
-        let mut ep = ep.lock().map_err(|e| e.to_string())?;
-        if ep.done {
-            return Err(format!("episode {episode} is over"));
-        }
-        ep.turns += 1;
-        let calls = tools::calls(&action.message);
-        let step_end = Instant::now() + Duration::from_secs(self.cfg.step_seconds);
-        let mut messages = Vec::with_capacity(calls.len());
-        for call in &calls {
-            let left = step_end.saturating_duration_since(Instant::now());
-            let output = if left < Duration::from_secs(1) {
-                format!(
-                    "[TOOL_ERROR] this message's calls used its {} s; call again in your next message",
-                    self.cfg.step_seconds
-                )
-            } else {
-                match self.execute(&mut ep, call, left) {
-                    Ok(text) => {
-                        ep.tool_calls += 1;
-                        text
-                    }
-                    Err(why) => {
-                        if tools::readable(call, &self.offered.tools).is_err() {
-                            ep.parse_errors += 1;
+        self.episodes.with(episode, |ep| {
+            ep.progress.next_turn(episode)?;
+            let calls = tools::calls(&action.message);
+            let step_end = Instant::now() + Duration::from_secs(self.cfg.step_seconds);
+            let mut messages = Vec::with_capacity(calls.len());
+            for call in &calls {
+                let left = step_end.saturating_duration_since(Instant::now());
+                let output = if left < Duration::from_secs(1) {
+                    format!(
+                        "[TOOL_ERROR] this message's calls used its {} s; call again in your next message",
+                        self.cfg.step_seconds
+                    )
+                } else {
+                    match self.execute(ep, call, left) {
+                        Ok(text) => {
+                            ep.progress.tool_calls += 1;
+                            text
                         }
-                        format!("[TOOL_ERROR] {why}")
+                        Err(why) => {
+                            if tools::readable(call, &self.offered.tools).is_err() {
+                                ep.parse_errors += 1;
+                            }
+                            format!("[TOOL_ERROR] {why}")
+                        }
                     }
-                }
-            };
-            let limit = self
-                .offered
-                .output_chars
-                .get(call.name.as_str())
-                .copied()
-                .unwrap_or(self.cfg.output_chars);
-            messages.push(tools::result_message(call, &tools::cut(&output, limit)));
-        }
-        let finished = calls.is_empty();
-        let given_up = ep.parse_errors >= self.cfg.max_parse_errors;
-        let truncated = !finished && !given_up && ep.turns >= self.cfg.max_turns;
-        ep.done = finished || given_up || truncated;
-        Ok(StepOutcome {
-            observation: Observation {
-                messages: messages.into(),
-                tools_json: self.tools_json.as_str().into(),
-            },
-            reward: 0.0,
-            done: ep.done,
-            info: EnvInfo {
-                truncated,
-                metadata_json: json!({
-                    "tool_calls": ep.tool_calls,
-                    "turns": ep.turns,
-                    "parse_errors": ep.parse_errors,
-                    "ended": if given_up { "parse_errors" } else if truncated { "max_turns" } else if finished { "answered" } else { "" },
-                })
-                .to_string()
-                .into(),
-            },
+                };
+                let limit = self
+                    .offered
+                    .output_chars
+                    .get(call.name.as_str())
+                    .copied()
+                    .unwrap_or(self.cfg.output_chars);
+                messages.push(tools::result_message(call, &tools::cut(&output, limit)));
+            }
+            let finished = calls.is_empty();
+            let given_up = ep.parse_errors >= self.cfg.max_parse_errors;
+            let truncated = !finished && !given_up && ep.progress.turns >= self.cfg.max_turns;
+            ep.progress.done = finished || given_up || truncated;
+            let metadata = json!({
+                "tool_calls": ep.progress.tool_calls,
+                "turns": ep.progress.turns,
+                "parse_errors": ep.parse_errors,
+                "ended": if given_up { "parse_errors" } else if truncated { "max_turns" } else if finished { "answered" } else { "" },
+            });
+            let next = observation(messages, &self.tools_json);
+            Ok(step_outcome(next, ep.progress.done, truncated, &metadata))
         })
     }
 
     fn evaluate(&self, episode: u64) -> PluginResult<Evaluation> {
-        let ep = self.episode(episode)?;
-        let mut ep = ep.lock().map_err(|e| e.to_string())?;
-        let (outcomes, mut details) = self.run_tests(&mut ep)?;
-        let score = grade::score(&outcomes);
-        let passed = outcomes.iter().filter(|o| o.passed).count();
-        details["task"] = json!(ep.task.name);
-        details["passed"] = json!(passed);
-        details["total"] = json!(outcomes.len());
-        details["tests"] = outcomes
-            .iter()
-            .map(|o| json!({"test": o.test, "status": o.status}))
-            .collect();
-        details["tool_calls"] = json!(ep.tool_calls);
-        details["turns"] = json!(ep.turns);
-        Ok(Evaluation {
-            reward: score as f32,
-            solved: !outcomes.is_empty() && passed == outcomes.len(),
-            details_json: details.to_string().into(),
+        self.episodes.with(episode, |ep| {
+            let (outcomes, mut details) = self.run_tests(ep)?;
+            let score = grade::score(&outcomes);
+            let passed = outcomes.iter().filter(|o| o.passed).count();
+            details["task"] = json!(ep.task.name);
+            details["passed"] = json!(passed);
+            details["total"] = json!(outcomes.len());
+            details["tests"] = outcomes
+                .iter()
+                .map(|o| json!({"test": o.test, "status": o.status}))
+                .collect();
+            details["tool_calls"] = json!(ep.progress.tool_calls);
+            details["turns"] = json!(ep.progress.turns);
+            Ok(Evaluation {
+                reward: score as f32,
+                solved: !outcomes.is_empty() && passed == outcomes.len(),
+                details_json: details.to_string().into(),
+            })
         })
     }
 

@@ -1,16 +1,15 @@
 //! The environment object: tasks, episodes and their sandboxes.
 
-use openclaw_env_kit::EpisodeTable;
+use openclaw_env_kit::{first_observation, observation, step_outcome, EpisodeTable, Progress};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use openclaw_plugin_api::serde::Deserialize;
 use openclaw_plugin_api::serde_json::{self, json, Value};
 use openclaw_plugin_api::{
-    parse_config_section, Action, Env, EnvInfo, Evaluation, HostServices, Message, Observation,
-    PluginResult, StepOutcome, Task,
+    parse_config_section, Action, Env, Evaluation, HostServices, Observation, PluginResult,
+    StepOutcome, Task,
 };
 use openclaw_sandbox::{Limits, Run, Sandbox, SandboxConfig, Workdir};
 
@@ -114,11 +113,9 @@ struct Problem {
 struct Episode {
     problem: Problem,
     workdir: Workdir,
-    turns: u32,
-    tool_calls: u32,
+    progress: Progress,
     /// The agent's messages, in order (the answer is the last box among them).
     said: Vec<String>,
-    done: bool,
 }
 
 /// The tool-call environment.
@@ -143,10 +140,6 @@ fn instruction(question: &str) -> String {
 }
 
 impl ToolcallEnv {
-    fn episode(&self, id: u64) -> PluginResult<Arc<Mutex<Episode>>> {
-        self.episodes.get(id)
-    }
-
     /// Runs one call in the episode's sandbox within `wall`; the text the agent gets back.
     fn execute(&self, workdir: &Workdir, code: &str, wall: Duration) -> String {
         let run = Run::new(["python3", "-c", code]).wall(wall);
@@ -271,93 +264,72 @@ impl Env for ToolcallEnv {
         let id = self.episodes.open(Episode {
             problem,
             workdir,
-            turns: 0,
-            tool_calls: 0,
+            progress: Progress::default(),
             said: Vec::new(),
-            done: false,
         })?;
-        Ok((
-            id,
-            Observation {
-                messages: vec![Message::new("user", &prompt)].into(),
-                tools_json: self.tools_json.as_str().into(),
-            },
-        ))
+        Ok((id, first_observation(&prompt, &self.tools_json)))
     }
 
     fn step(&self, episode: u64, action: &Action) -> PluginResult<StepOutcome> {
-        let ep = self.episode(episode)?;
-        let mut ep = ep.lock().map_err(|e| e.to_string())?;
-        if ep.done {
-            return Err(format!("episode {episode} is over"));
-        }
-        ep.turns += 1;
-        ep.said.push(action.message.content.to_string());
-        let answered = answer::last_boxed(&action.message.content).is_some();
-        let calls: Vec<Call> = if answered {
-            Vec::new()
-        } else {
-            tools::calls(&action.message)
-        };
-        let mut messages = Vec::with_capacity(calls.len());
-        let step_end = Instant::now() + Duration::from_secs(self.cfg.step_seconds);
-        for call in &calls {
-            let left = step_end.saturating_duration_since(Instant::now());
-            let output = match &call.code {
-                Err(why) => format!("[tool error] {why}"),
-                Ok(_) if ep.tool_calls >= self.cfg.max_tool_calls => format!(
-                    "[tool error] the limit of {} interpreter calls is reached; give your answer",
-                    self.cfg.max_tool_calls
-                ),
-                Ok(_) if left < Duration::from_secs(1) => format!(
-                    "[tool error] this message's calls used its {} s; give your answer or call again",
-                    self.cfg.step_seconds
-                ),
-                Ok(code) => {
-                    ep.tool_calls += 1;
-                    let wall = left.min(Duration::from_secs(self.cfg.timeout_seconds));
-                    self.execute(&ep.workdir, code, wall)
-                }
+        self.episodes.with(episode, |ep| {
+            ep.progress.next_turn(episode)?;
+            ep.said.push(action.message.content.to_string());
+            let answered = answer::last_boxed(&action.message.content).is_some();
+            let calls: Vec<Call> = if answered {
+                Vec::new()
+            } else {
+                tools::calls(&action.message)
             };
-            messages.push(tools::result_message(call, &output, self.cfg.output_chars));
-        }
-        let finished = calls.is_empty();
-        let truncated = !finished && ep.turns >= self.cfg.max_turns;
-        ep.done = finished || truncated;
-        Ok(StepOutcome {
-            observation: Observation {
-                messages: messages.into(),
-                tools_json: self.tools_json.as_str().into(),
-            },
-            reward: 0.0,
-            done: ep.done,
-            info: EnvInfo {
-                truncated,
-                metadata_json: json!({"tool_calls": ep.tool_calls, "turns": ep.turns})
-                    .to_string()
-                    .into(),
-            },
+            let mut messages = Vec::with_capacity(calls.len());
+            let step_end = Instant::now() + Duration::from_secs(self.cfg.step_seconds);
+            for call in &calls {
+                let left = step_end.saturating_duration_since(Instant::now());
+                let output = match &call.code {
+                    Err(why) => format!("[tool error] {why}"),
+                    Ok(_) if ep.progress.tool_calls >= self.cfg.max_tool_calls => format!(
+                        "[tool error] the limit of {} interpreter calls is reached; give your answer",
+                        self.cfg.max_tool_calls
+                    ),
+                    Ok(_) if left < Duration::from_secs(1) => format!(
+                        "[tool error] this message's calls used its {} s; give your answer or call again",
+                        self.cfg.step_seconds
+                    ),
+                    Ok(code) => {
+                        ep.progress.tool_calls += 1;
+                        let wall = left.min(Duration::from_secs(self.cfg.timeout_seconds));
+                        self.execute(&ep.workdir, code, wall)
+                    }
+                };
+                messages.push(tools::result_message(call, &output, self.cfg.output_chars));
+            }
+            let finished = calls.is_empty();
+            let truncated = !finished && ep.progress.turns >= self.cfg.max_turns;
+            ep.progress.done = finished || truncated;
+            let p = ep.progress;
+            let metadata = json!({"tool_calls": p.tool_calls, "turns": p.turns});
+            let next = observation(messages, &self.tools_json);
+            Ok(step_outcome(next, p.done, truncated, &metadata))
         })
     }
 
     fn evaluate(&self, episode: u64) -> PluginResult<Evaluation> {
-        let ep = self.episode(episode)?;
-        let ep = ep.lock().map_err(|e| e.to_string())?;
-        let found = ep.said.iter().rev().find_map(|s| answer::last_boxed(s));
-        let correct = found
-            .as_deref()
-            .is_some_and(|a| answer::matches(a, &ep.problem.label));
-        Ok(Evaluation {
-            reward: answer::reward(correct, ep.tool_calls, self.shape),
-            solved: correct,
-            details_json: json!({
-                "answer": found,
-                "label": ep.problem.label,
-                "tool_calls": ep.tool_calls,
-                "turns": ep.turns,
+        self.episodes.with(episode, |ep| {
+            let found = ep.said.iter().rev().find_map(|s| answer::last_boxed(s));
+            let correct = found
+                .as_deref()
+                .is_some_and(|a| answer::matches(a, &ep.problem.label));
+            Ok(Evaluation {
+                reward: answer::reward(correct, ep.progress.tool_calls, self.shape),
+                solved: correct,
+                details_json: json!({
+                    "answer": found,
+                    "label": ep.problem.label,
+                    "tool_calls": ep.progress.tool_calls,
+                    "turns": ep.progress.turns,
+                })
+                .to_string()
+                .into(),
             })
-            .to_string()
-            .into(),
         })
     }
 

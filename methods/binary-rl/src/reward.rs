@@ -1,7 +1,7 @@
 //! The binary RL reward: the judge's majority vote on a turn, read from its next state.
 
 use crate::config::BinaryRlRewardConfig;
-use openclaw_judging::{judge_input, prm_votes, unjudged_score, PrmVerdict};
+use openclaw_judging::{judge_turn, prm_votes, PrmVerdict};
 use openclaw_plugin_api::serde_json::json;
 use openclaw_plugin_api::{HostServices, Judge, PluginResult, Reward, Score, ScoreRequest};
 
@@ -52,12 +52,10 @@ impl Reward for BinaryRlReward {
     }
 
     fn score(&self, request: &ScoreRequest) -> PluginResult<Score> {
-        let input = match judge_input(request, self.config.max_judge_chars) {
-            Ok(input) => input,
-            Err(reason) => return Ok(unjudged_score(reason)),
-        };
-        let verdict = prm_votes(&self.judge, &input, &request.judge)?;
-        Ok(verdict_score(verdict, request.judge.votes))
+        judge_turn(request, self.config.max_judge_chars, |input| {
+            let verdict = prm_votes(&self.judge, &input, &request.judge)?;
+            Ok(verdict_score(verdict, request.judge.votes))
+        })
     }
 }
 

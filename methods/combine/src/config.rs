@@ -1,5 +1,6 @@
 //! The plugin's configuration: `config.toml` beside this crate holds the defaults.
 
+use openclaw_judging::{check_max_judge_chars, DEFAULT_MAX_JUDGE_CHARS};
 use openclaw_plugin_api::config::{check_finite, OtherTable};
 use openclaw_plugin_api::math::GroupNorm;
 use openclaw_plugin_api::parse_config;
@@ -104,7 +105,7 @@ pub struct CombineRewardConfig {
 impl Default for CombineRewardConfig {
     fn default() -> Self {
         CombineRewardConfig {
-            max_judge_chars: 16_000,
+            max_judge_chars: DEFAULT_MAX_JUDGE_CHARS,
             distill: true,
         }
     }
@@ -141,15 +142,7 @@ impl CombineRewardConfig {
 
     /// Checks every value's range; the error names the key and the bad value.
     pub fn validate(&self) -> Result<(), String> {
-        let v = self.max_judge_chars;
-        // The clip marker alone is about 40 characters: a limit must leave room for the text.
-        if v == 0 || v >= 200 {
-            Ok(())
-        } else {
-            Err(format!(
-                "reward.max_judge_chars = {v} is out of range: use 0 (no limit) or at least 200"
-            ))
-        }
+        check_max_judge_chars(self.max_judge_chars)
     }
 }
 

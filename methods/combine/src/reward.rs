@@ -3,10 +3,10 @@
 
 use crate::config::CombineRewardConfig;
 use openclaw_judging::{
-    distill, judge_input, prm_votes, run_both, unjudged_score, Distillation, PrmVerdict,
+    distill, judge_turn, prm_votes, run_both, DistillServices, Distillation, PrmVerdict,
 };
 use openclaw_plugin_api::serde_json::json;
-use openclaw_plugin_api::{HostServices, Judge, PluginResult, Policy, Reward, Score, ScoreRequest};
+use openclaw_plugin_api::{HostServices, PluginResult, Reward, Score, ScoreRequest};
 
 /// Runs both judges on each main turn with a next state: the hint judge of opd (and, when it
 /// gives a hint, the teacher's log-probabilities of the response under the hinted prompt) on a
@@ -23,11 +23,7 @@ use openclaw_plugin_api::{HostServices, Judge, PluginResult, Policy, Reward, Sco
 /// in the last two rows, as in binary-rl.
 pub struct CombineReward {
     config: CombineRewardConfig,
-    /// The hint judge (`JUDGE_MODEL_PATH`).
-    judge: Judge,
-    /// The outcome judge (`PRM_MODEL_PATH`; the hint judge when none is given apart).
-    prm_judge: Judge,
-    teacher: Policy,
+    services: DistillServices,
 }
 
 impl CombineReward {
@@ -81,52 +77,27 @@ pub fn combined_score(d: Option<Distillation>, rl: PrmVerdict) -> Score {
 impl Reward for CombineReward {
     fn new(config: &str, host: HostServices) -> PluginResult<Self> {
         let config = CombineRewardConfig::parse(config)?;
-        let judge = host.judge().ok_or(
-            "the combine reward needs a judge model for its hint and score votes, and the host \
-             has none",
-        )?;
-        let teacher = host.teacher().or_else(|| host.policy()).ok_or(
-            "the combine reward needs a teacher to score responses under the hinted prompt, and \
-             the host has neither a teacher model nor a policy",
-        )?;
-        // The host gives the hint judge for the outcome prompt when it has no other.
-        let prm_judge = host
-            .prm_judge()
-            .ok_or("the host gave a judge but no outcome judge")?;
-        Ok(CombineReward {
-            config,
-            judge,
-            prm_judge,
-            teacher,
-        })
+        let services =
+            DistillServices::from_host(&host, "combine", "for its hint and score votes")?;
+        Ok(CombineReward { config, services })
     }
 
     fn score(&self, request: &ScoreRequest) -> PluginResult<Score> {
-        let input = match judge_input(request, self.config.max_judge_chars) {
-            Ok(input) => input,
-            Err(reason) => return Ok(unjudged_score(reason)),
-        };
-        let settings = &request.judge;
-        if !self.config.distill {
-            // w_opd = 0: the loss reads no teacher, so no hint is asked for.
-            let rl = prm_votes(&self.prm_judge, &input, settings)?;
-            return Ok(combined_score(None, rl));
-        }
-        // The combined loss has no top-k term, so the teacher is asked for none.
-        let (d, rl) = run_both(
-            || {
-                distill(
-                    &self.judge,
-                    &self.teacher,
-                    &input,
-                    &request.turn,
-                    settings,
-                    0,
-                )
-            },
-            || prm_votes(&self.prm_judge, &input, settings),
-        )?;
-        Ok(combined_score(Some(d), rl))
+        judge_turn(request, self.config.max_judge_chars, |input| {
+            let s = &self.services;
+            let settings = &request.judge;
+            if !self.config.distill {
+                // w_opd = 0: the loss reads no teacher, so no hint is asked for.
+                let rl = prm_votes(&s.prm_judge, &input, settings)?;
+                return Ok(combined_score(None, rl));
+            }
+            // The combined loss has no top-k term, so the teacher is asked for none.
+            let (d, rl) = run_both(
+                || distill(&s.judge, &s.teacher, &input, &request.turn, settings, 0),
+                || prm_votes(&s.prm_judge, &input, settings),
+            )?;
+            Ok(combined_score(Some(d), rl))
+        })
     }
 }
 

@@ -15,6 +15,10 @@
 //!
 //! Parsing is lenient about spacing and strict about values: an answer that cannot be read is an
 //! invalid vote, never a guess.
+//!
+//! The rewards around the judges share the rest here too: the turns no judge reads
+//! ([`judge_turn`]), the `reward.max_judge_chars` key ([`check_max_judge_chars`]) and the
+//! services a distilling reward needs ([`DistillServices`]).
 
 #![warn(missing_docs)]
 
@@ -41,6 +45,7 @@ pub const MIN_HINT_CHARS: usize = 10;
 mod ask;
 mod parse;
 mod prompts;
+mod reward;
 #[cfg(any(test, feature = "testing"))]
 pub mod scripted;
 mod teacher;
@@ -48,6 +53,7 @@ mod teacher;
 pub use ask::*;
 pub use parse::*;
 pub use prompts::*;
+pub use reward::*;
 pub use teacher::*;
 
 // ---------------------------------------------------------------------------------------------

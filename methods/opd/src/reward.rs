@@ -3,12 +3,10 @@
 
 use crate::config::{Mode, OpdRewardConfig};
 use openclaw_judging::{
-    distill, judge_input, prm_votes, run_both, unjudged_score, Distillation, PrmVerdict,
+    distill, judge_turn, prm_votes, run_both, DistillServices, Distillation, PrmVerdict,
 };
 use openclaw_plugin_api::serde_json::json;
-use openclaw_plugin_api::{
-    HostServices, Judge, JudgeSettings, PluginResult, Policy, Reward, Score, ScoreRequest,
-};
+use openclaw_plugin_api::{HostServices, JudgeSettings, PluginResult, Reward, Score, ScoreRequest};
 
 /// Distils hindsight into the policy. For each main turn with a next state, the hint judge
 /// ([`openclaw_judging::hint_judge_messages`]) votes `judge.votes` times on whether
@@ -19,11 +17,7 @@ use openclaw_plugin_api::{
 /// placeholder the loss does not read); a turn without one is not trainable.
 pub struct OpdReward {
     config: OpdRewardConfig,
-    /// The hint judge (`JUDGE_MODEL_PATH`).
-    judge: Judge,
-    /// The outcome judge (`PRM_MODEL_PATH`; the hint judge when none is given apart).
-    prm_judge: Judge,
-    teacher: Policy,
+    services: DistillServices,
 }
 
 impl OpdReward {
@@ -77,48 +71,23 @@ pub fn distillation_score(d: Distillation, eval: Option<PrmVerdict>) -> Score {
 impl Reward for OpdReward {
     fn new(config: &str, host: HostServices) -> PluginResult<Self> {
         let config = OpdRewardConfig::parse(config)?;
-        let judge = host
-            .judge()
-            .ok_or("the opd reward needs a judge model to find hints, and the host has none")?;
-        let teacher = host.teacher().or_else(|| host.policy()).ok_or(
-            "the opd reward needs a teacher to score responses under the hinted prompt, and the \
-             host has neither a teacher model nor a policy",
-        )?;
-        // The host gives the hint judge for the outcome prompt when it has no other.
-        let prm_judge = host
-            .prm_judge()
-            .ok_or("the host gave a judge but no outcome judge")?;
-        Ok(OpdReward {
-            config,
-            judge,
-            prm_judge,
-            teacher,
-        })
+        let services = DistillServices::from_host(&host, "opd", "to find hints")?;
+        Ok(OpdReward { config, services })
     }
 
     fn score(&self, request: &ScoreRequest) -> PluginResult<Score> {
-        let input = match judge_input(request, self.config.max_judge_chars) {
-            Ok(input) => input,
-            Err(reason) => return Ok(unjudged_score(reason)),
-        };
-        let top_k = self.top_k(&request.judge)?;
-        let settings = &request.judge;
-        let hinted = || {
-            distill(
-                &self.judge,
-                &self.teacher,
-                &input,
-                &request.turn,
-                settings,
-                top_k,
-            )
-        };
-        if self.config.eval_votes {
-            let (d, eval) = run_both(hinted, || prm_votes(&self.prm_judge, &input, settings))?;
-            Ok(distillation_score(d, Some(eval)))
-        } else {
-            Ok(distillation_score(hinted()?, None))
-        }
+        judge_turn(request, self.config.max_judge_chars, |input| {
+            let top_k = self.top_k(&request.judge)?;
+            let s = &self.services;
+            let settings = &request.judge;
+            let hinted = || distill(&s.judge, &s.teacher, &input, &request.turn, settings, top_k);
+            if self.config.eval_votes {
+                let (d, eval) = run_both(hinted, || prm_votes(&s.prm_judge, &input, settings))?;
+                Ok(distillation_score(d, Some(eval)))
+            } else {
+                Ok(distillation_score(hinted()?, None))
+            }
+        })
     }
 }
 

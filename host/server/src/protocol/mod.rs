@@ -1,0 +1,420 @@
+//! The OpenAI chat-completions protocol: requests as clients send them (both token-limit
+//! names, string or text-part content, tools), responses and stream chunks, and errors in
+//! OpenAI's shape.
+//!
+//! A body is read in two steps. serde reads it into typed fields (`wire`), each holding a value
+//! of its type or, failing that, the JSON that came instead; [`parse`] then checks the fields
+//! in a fixed order and refuses the first bad one with a message that names the field and the
+//! rule. serde's own errors name neither, and come in the body's order.
+
+pub use crate::error::ApiError;
+pub use tools::MAX_TOOLS;
+pub use wire::{Stop, StreamOptions};
+
+mod messages;
+mod tools;
+mod wire;
+
+#[cfg(test)]
+mod tests;
+
+use axum::http::HeaderMap;
+use openclaw_chat::ChatMessage;
+use openclaw_collect::SessionHints;
+use openclaw_plugin_api::TurnType;
+use serde_json::{Map, Value};
+use wire::Sent;
+
+/// A chat-completions request, after parsing and validation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChatRequest {
+    /// The model id asked for.
+    pub model: Option<String>,
+    /// The messages, parsed once, content normalised to strings.
+    pub messages: Vec<ChatMessage>,
+    /// Stream token by token.
+    pub stream: bool,
+    /// Stream options.
+    pub include_usage: bool,
+    /// `max_completion_tokens`, else `max_tokens`.
+    pub max_tokens: Option<u32>,
+    /// Temperature.
+    pub temperature: Option<f32>,
+    /// Nucleus mass.
+    pub top_p: Option<f32>,
+    /// Top-k (an extension several servers accept).
+    pub top_k: Option<u32>,
+    /// Stop strings.
+    pub stop: Vec<String>,
+    /// Seed.
+    pub seed: Option<u64>,
+    /// Tools (OpenAI `tools` array), when any and `tool_choice` is not `none`.
+    pub tools: Option<Value>,
+    /// `chat_template_kwargs` (vLLM): variables for the chat template, `enable_thinking` among
+    /// them.
+    pub template_kwargs: Map<String, Value>,
+    /// `logprobs`: answer with each sampled token's logprob; `Some(k)` with the `k` most
+    /// likely alternatives (`top_logprobs`, 0-20).
+    pub logprobs: Option<usize>,
+    /// What the request says about its session.
+    pub hints: SessionHints,
+}
+
+/// Parameters OpenAI defines that are accepted and ignored (they change nothing a client can
+/// observe in the answer here); anything else unknown is refused as OpenAI does, and the
+/// sampling parameters this server does not implement are refused by name unless they hold
+/// their neutral value ([`NOT_SUPPORTED`]).
+const IGNORED: &[&str] = &[
+    "parallel_tool_calls",
+    "store",
+    "metadata",
+    "reasoning_effort",
+    "service_tier",
+    "prediction",
+    "modalities",
+    "audio",
+    "function_call",
+    "functions",
+    "web_search_options",
+    "safety_identifier",
+    "prompt_cache_key",
+    "verbosity",
+];
+
+/// Whether a parameter's value is the one that changes nothing.
+type IsNeutral = fn(&Value) -> bool;
+
+/// Parameters that change the answer and are not implemented: accepted only at their neutral
+/// value, refused by name otherwise, never silently dropped.
+const NOT_SUPPORTED: &[(&str, IsNeutral)] = &[
+    ("frequency_penalty", |v| v.as_f64() == Some(0.0)),
+    ("presence_penalty", |v| v.as_f64() == Some(0.0)),
+    ("repetition_penalty", |v| v.as_f64() == Some(1.0)),
+    ("min_p", |v| v.as_f64() == Some(0.0)),
+    ("logit_bias", |v| {
+        v.as_object().is_some_and(|o| o.is_empty())
+    }),
+    ("response_format", |v| {
+        v.get("type").and_then(Value::as_str) == Some("text")
+    }),
+];
+
+/// Whether a flag from a header or the body says yes.
+fn truthy(v: &str) -> bool {
+    matches!(
+        v.trim().to_ascii_lowercase().as_str(),
+        "1" | "true" | "yes" | "on"
+    )
+}
+
+/// A turn type from a header or the body, `param` naming where it came from.
+fn turn_type(v: &str, param: &str) -> Result<TurnType, ApiError> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "main" => Ok(TurnType::Main),
+        "side" => Ok(TurnType::Side),
+        other => Err(ApiError::invalid(
+            format!("{param} must be `main` or `side`, got `{other}`"),
+            Some(param),
+        )),
+    }
+}
+
+/// Parses and validates a request body with its headers. The non-standard keys
+/// (`session_id`, `turn_type`, `session_done`) are taken out here and never reach generation.
+pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> {
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid(format!("The request body is not valid JSON: {e}"), None))?;
+    if !v.is_object() {
+        return Err(ApiError::invalid(
+            "The request body must be a JSON object.",
+            None,
+        ));
+    }
+    // Every field takes any JSON, so an object always reads.
+    let sent: wire::Request =
+        serde_json::from_value(v).map_err(|e| ApiError::invalid(e.to_string(), None))?;
+    refuse_unknown(&sent.other)?;
+    let messages = messages::read(sent.messages)?;
+    if let Some(n) = uint(sent.n, "n")? {
+        if n != 1 {
+            return Err(ApiError::invalid("Only n = 1 is supported.", Some("n")));
+        }
+    }
+    let temperature = number(sent.temperature, "temperature")?.map(|t| t as f32);
+    if let Some(t) = temperature {
+        if !(0.0..=2.0).contains(&t) {
+            return Err(ApiError::invalid(
+                format!("`temperature` must be between 0 and 2, got {t}."),
+                Some("temperature"),
+            ));
+        }
+    }
+    let top_k = top_k(sent.top_k)?;
+    let top_p = number(sent.top_p, "top_p")?.map(|t| t as f32);
+    if let Some(p) = top_p {
+        if !(p > 0.0 && p <= 1.0) {
+            return Err(ApiError::invalid(
+                format!("`top_p` must be in (0, 1], got {p}."),
+                Some("top_p"),
+            ));
+        }
+    }
+    // Both names are checked, the newer one wins.
+    let completion = uint(sent.max_completion_tokens, "max_completion_tokens")?;
+    let max_tokens = match (completion, uint(sent.max_tokens, "max_tokens")?) {
+        (Some(m), _) | (None, Some(m)) => Some(m.min(u32::MAX as u64) as u32),
+        _ => None,
+    };
+    if max_tokens == Some(0) {
+        return Err(ApiError::invalid(
+            "`max_completion_tokens` must be at least 1.",
+            Some("max_completion_tokens"),
+        ));
+    }
+    let stop = stop(sent.stop)?;
+    let stream = match sent.stream {
+        None => false,
+        Some(Sent::Typed(stream)) => stream,
+        Some(Sent::Other(_)) => {
+            return Err(ApiError::invalid(
+                "`stream` must be a boolean.",
+                Some("stream"),
+            ))
+        }
+    };
+    let include_usage = match sent.stream_options {
+        None => false,
+        Some(Sent::Typed(options)) => options.include_usage,
+        Some(Sent::Other(_)) => {
+            return Err(ApiError::invalid(
+                "`stream_options` must be an object.",
+                Some("stream_options"),
+            ))
+        }
+    };
+    let offered = tools::offered(sent.tools)?;
+    let allowed = tools::allowed_by_choice(sent.tool_choice, &offered.names)?;
+    let tools = (allowed && !offered.tools.is_empty()).then_some(Value::Array(offered.tools));
+    let logprobs = match sent.logprobs {
+        None | Some(Sent::Typed(false)) => false,
+        Some(Sent::Typed(true)) => true,
+        Some(Sent::Other(_)) => {
+            return Err(ApiError::invalid(
+                "`logprobs` must be a boolean.",
+                Some("logprobs"),
+            ))
+        }
+    };
+    let top_logprobs = uint(sent.top_logprobs, "top_logprobs")?;
+    if let Some(k) = top_logprobs {
+        if k > 20 {
+            return Err(ApiError::invalid(
+                format!("`top_logprobs` must be between 0 and 20, got {k}."),
+                Some("top_logprobs"),
+            ));
+        }
+        if !logprobs {
+            return Err(ApiError::invalid(
+                "`top_logprobs` needs `logprobs` to be true.",
+                Some("top_logprobs"),
+            ));
+        }
+    }
+    let logprobs = logprobs.then(|| top_logprobs.unwrap_or(0) as usize);
+    let template_kwargs = match sent.chat_template_kwargs {
+        None => Map::new(),
+        Some(Sent::Typed(kwargs)) => kwargs,
+        Some(Sent::Other(_)) => {
+            return Err(ApiError::invalid(
+                "`chat_template_kwargs` must be an object.",
+                Some("chat_template_kwargs"),
+            ))
+        }
+    };
+    if let Some(t) = template_kwargs.get("enable_thinking") {
+        if !t.is_boolean() {
+            return Err(ApiError::invalid(
+                "`chat_template_kwargs.enable_thinking` must be a boolean.",
+                Some("chat_template_kwargs"),
+            ));
+        }
+    }
+    let model = match sent.model {
+        None => None,
+        Some(Sent::Typed(model)) => Some(model),
+        Some(Sent::Other(_)) => {
+            return Err(ApiError::invalid(
+                "`model` must be a string.",
+                Some("model"),
+            ))
+        }
+    };
+    let hints = hints(
+        headers,
+        sent.session_id,
+        sent.user,
+        sent.turn_type,
+        sent.session_done,
+    )?;
+    Ok(ChatRequest {
+        model,
+        messages,
+        stream,
+        include_usage,
+        max_tokens,
+        temperature,
+        top_p,
+        top_k,
+        stop,
+        seed: uint(sent.seed, "seed")?,
+        tools,
+        template_kwargs,
+        logprobs,
+        hints,
+    })
+}
+
+/// Refuses the first key not known here, in the body's order: a parameter this server does
+/// not implement unless at its neutral value, or one OpenAI does not define. A key whose
+/// value is `null` is as if it were left out.
+fn refuse_unknown(other: &Map<String, Value>) -> Result<(), ApiError> {
+    for (k, v) in other {
+        if v.is_null() {
+            continue;
+        }
+        if let Some((_, neutral)) = NOT_SUPPORTED.iter().find(|(n, _)| n == k) {
+            if !neutral(v) {
+                return Err(ApiError::invalid(
+                    format!("`{k}` is not supported by this server (got {v}); leave it out."),
+                    Some(k),
+                ));
+            }
+            continue;
+        }
+        if !IGNORED.contains(&k.as_str()) {
+            return Err(ApiError::invalid(
+                format!("Unrecognized request argument supplied: {k}"),
+                Some(k),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A number, refused by name when it is anything else.
+fn number(sent: Option<Sent<f64>>, k: &str) -> Result<Option<f64>, ApiError> {
+    match sent {
+        None => Ok(None),
+        Some(Sent::Typed(x)) => Ok(Some(x)),
+        Some(Sent::Other(_)) => Err(ApiError::invalid(
+            format!("`{k}` must be a number."),
+            Some(k),
+        )),
+    }
+}
+
+/// A non-negative integer, refused by name when it is anything else.
+fn uint(sent: Option<Sent<u64>>, k: &str) -> Result<Option<u64>, ApiError> {
+    match sent {
+        None => Ok(None),
+        Some(Sent::Typed(n)) => Ok(Some(n)),
+        Some(Sent::Other(Value::Number(_))) => Err(ApiError::invalid(
+            format!("`{k}` must be a non-negative integer."),
+            Some(k),
+        )),
+        Some(Sent::Other(_)) => Err(ApiError::invalid(
+            format!("`{k}` must be an integer."),
+            Some(k),
+        )),
+    }
+}
+
+/// `top_k`, vLLM's convention: -1 (or 0) disables it.
+fn top_k(sent: Option<Sent<i64>>) -> Result<Option<u32>, ApiError> {
+    let got = match sent {
+        None | Some(Sent::Typed(-1 | 0)) => return Ok(None),
+        Some(Sent::Typed(k)) if k > 0 => return Ok(Some(k.min(u32::MAX as i64) as u32)),
+        Some(Sent::Typed(k)) => k.to_string(),
+        Some(Sent::Other(Value::Number(n))) => n.to_string(),
+        Some(Sent::Other(_)) => {
+            return Err(ApiError::invalid(
+                "`top_k` must be an integer.",
+                Some("top_k"),
+            ))
+        }
+    };
+    Err(ApiError::invalid(
+        format!("`top_k` must be a positive integer, or -1 to disable it; got {got}."),
+        Some("top_k"),
+    ))
+}
+
+/// `stop`: a string, or an array of at most 4.
+fn stop(sent: Option<Sent<Stop>>) -> Result<Vec<String>, ApiError> {
+    match sent {
+        None => Ok(Vec::new()),
+        Some(Sent::Typed(Stop::One(s))) => Ok(vec![s]),
+        Some(Sent::Typed(Stop::Many(v))) if v.len() <= 4 => Ok(v),
+        Some(Sent::Typed(Stop::Many(_))) => Err(ApiError::invalid(
+            "`stop` takes at most 4 strings.",
+            Some("stop"),
+        )),
+        Some(Sent::Other(_)) => Err(ApiError::invalid(
+            "`stop` must be a string or an array of strings.",
+            Some("stop"),
+        )),
+    }
+}
+
+/// Session hints: headers first, then the body's keys, whose values are read as text whatever
+/// their JSON type. The OpenAI `user` field names an end user (any string), not a
+/// conversation: it is accepted and not a session id.
+fn hints(
+    headers: &HeaderMap,
+    session_id: Option<Sent<String>>,
+    user: Option<Sent<String>>,
+    turn: Option<Sent<String>>,
+    done: Option<Sent<String>>,
+) -> Result<SessionHints, ApiError> {
+    let header = |k: &str| {
+        headers
+            .get(k)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let session_id = header("x-session-id").or_else(|| as_text(session_id));
+    if let Some(Sent::Other(_)) = user {
+        return Err(ApiError::invalid("`user` must be a string.", Some("user")));
+    }
+    if let Some(id) = &session_id {
+        if !openclaw_collect::valid_session_id(id) {
+            return Err(ApiError::invalid(
+                "The session id must be 1-256 characters of letters, digits and -_.:@+= with no `..`.",
+                Some("session_id"),
+            ));
+        }
+    }
+    let turn_type = match header("x-turn-type") {
+        Some(t) => Some(turn_type(&t, "X-Turn-Type")?),
+        None => match as_text(turn) {
+            Some(t) => Some(turn_type(&t, "turn_type")?),
+            None => None,
+        },
+    };
+    let done = header("x-session-done")
+        .or_else(|| as_text(done))
+        .is_some_and(|v| truthy(&v));
+    Ok(SessionHints {
+        session_id,
+        turn_type,
+        done,
+    })
+}
+
+/// A session key's value as text: a string as it is, any other JSON as written.
+fn as_text(sent: Option<Sent<String>>) -> Option<String> {
+    sent.map(|s| match s {
+        Sent::Typed(s) => s,
+        Sent::Other(v) => v.to_string(),
+    })
+}

@@ -11,11 +11,10 @@ use std::path::Path;
 
 use crate::kernels::transpose;
 use crate::model::block::DecoderLayer;
-use crate::model::linear::{Blocks, LoraAdapter};
+use crate::model::projection::{LoraAdapter, Projection, Weight};
 use crate::Model;
 use anyhow::{bail, Context, Result};
 use burn::module::Param;
-use burn::nn::Linear;
 use burn::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -125,79 +124,26 @@ struct Slot<'a, B: Backend> {
     name: &'static str,
     /// `self_attn` or `mlp`.
     parent: &'static str,
-    linear: &'a mut Linear<B>,
-    /// The weight's quantised blocks, when it is kept in them.
-    blocks: &'a Blocks,
-    lora: &'a mut Option<LoraAdapter<B>>,
-}
-
-impl<B: Backend> Slot<'_, B> {
-    /// `[d_in, d_out]` of the projection (a weight in blocks has a placeholder `Linear`).
-    fn dims(&self) -> [usize; 2] {
-        match self.blocks {
-            Some(q) => {
-                let [d_out, d_in] = q.dims();
-                [d_in, d_out]
-            }
-            None => self.linear.weight.val().dims(),
-        }
-    }
+    projection: &'a mut Projection<B>,
 }
 
 fn slots<B: Backend>(layer: &mut DecoderLayer<B>) -> [Slot<'_, B>; 7] {
     let a = &mut layer.self_attn;
     let m = &mut layer.mlp;
     [
-        Slot {
-            name: "q_proj",
-            parent: "self_attn",
-            linear: &mut a.q_proj,
-            blocks: &a.q_blocks,
-            lora: &mut a.q_lora,
-        },
-        Slot {
-            name: "k_proj",
-            parent: "self_attn",
-            linear: &mut a.k_proj,
-            blocks: &a.k_blocks,
-            lora: &mut a.k_lora,
-        },
-        Slot {
-            name: "v_proj",
-            parent: "self_attn",
-            linear: &mut a.v_proj,
-            blocks: &a.v_blocks,
-            lora: &mut a.v_lora,
-        },
-        Slot {
-            name: "o_proj",
-            parent: "self_attn",
-            linear: &mut a.o_proj,
-            blocks: &a.o_blocks,
-            lora: &mut a.o_lora,
-        },
-        Slot {
-            name: "gate_proj",
-            parent: "mlp",
-            linear: &mut m.gate_proj,
-            blocks: &m.gate_blocks,
-            lora: &mut m.gate_lora,
-        },
-        Slot {
-            name: "up_proj",
-            parent: "mlp",
-            linear: &mut m.up_proj,
-            blocks: &m.up_blocks,
-            lora: &mut m.up_lora,
-        },
-        Slot {
-            name: "down_proj",
-            parent: "mlp",
-            linear: &mut m.down_proj,
-            blocks: &m.down_blocks,
-            lora: &mut m.down_lora,
-        },
+        ("q_proj", "self_attn", &mut a.q_proj),
+        ("k_proj", "self_attn", &mut a.k_proj),
+        ("v_proj", "self_attn", &mut a.v_proj),
+        ("o_proj", "self_attn", &mut a.o_proj),
+        ("gate_proj", "mlp", &mut m.gate_proj),
+        ("up_proj", "mlp", &mut m.up_proj),
+        ("down_proj", "mlp", &mut m.down_proj),
     ]
+    .map(|(name, parent, projection)| Slot {
+        name,
+        parent,
+        projection,
+    })
 }
 
 /// PEFT's name prefix of a projection: `base_model.model.model.layers.{i}.self_attn.q_proj`.
@@ -218,13 +164,13 @@ fn adapters<B: Backend>(
     let a = &layer.self_attn;
     let m = &layer.mlp;
     [
-        ("q_proj", "self_attn", a.q_lora.as_ref()),
-        ("k_proj", "self_attn", a.k_lora.as_ref()),
-        ("v_proj", "self_attn", a.v_lora.as_ref()),
-        ("o_proj", "self_attn", a.o_lora.as_ref()),
-        ("gate_proj", "mlp", m.gate_lora.as_ref()),
-        ("up_proj", "mlp", m.up_lora.as_ref()),
-        ("down_proj", "mlp", m.down_lora.as_ref()),
+        ("q_proj", "self_attn", a.q_proj.lora.as_ref()),
+        ("k_proj", "self_attn", a.k_proj.lora.as_ref()),
+        ("v_proj", "self_attn", a.v_proj.lora.as_ref()),
+        ("o_proj", "self_attn", a.o_proj.lora.as_ref()),
+        ("gate_proj", "mlp", m.gate_proj.lora.as_ref()),
+        ("up_proj", "mlp", m.up_proj.lora.as_ref()),
+        ("down_proj", "mlp", m.down_proj.lora.as_ref()),
     ]
 }
 
@@ -255,13 +201,13 @@ pub fn attach<B: Backend>(model: Model<B>, cfg: &LoraConfig, seed: u64) -> Resul
             if !cfg.targets(slot.name) {
                 continue;
             }
-            let [d_in, d_out] = slot.dims();
+            let [d_in, d_out] = slot.projection.dims();
             let bound = 1.0 / (d_in as f64).sqrt();
             let mut rng = Rng::new(seed ^ name_hash(&peft_prefix(i, slot.parent, slot.name)));
             let a: Vec<f32> = (0..d_in * r)
                 .map(|_| ((rng.uniform() * 2.0 - 1.0) * bound) as f32)
                 .collect();
-            *slot.lora = Some(LoraAdapter {
+            slot.projection.lora = Some(LoraAdapter {
                 a: Param::from_data(TensorData::new(a, [d_in, r]), &device),
                 b: Param::from_data(TensorData::new(vec![0f32; r * d_out], [r, d_out]), &device),
                 scale: cfg.scale(),
@@ -278,11 +224,15 @@ pub fn merged<B: Backend>(model: &Model<B>) -> Model<B> {
     let mut out = model.dequantised();
     for layer in out.model.layers.iter_mut() {
         for slot in slots(layer) {
-            if let Some(l) = slot.lora.take() {
-                let delta = l.a.val().matmul(l.b.val()).mul_scalar(l.scale);
-                let w = slot.linear.weight.val().detach() + delta.detach();
-                slot.linear.weight = Param::from_tensor(w);
-            }
+            let p = slot.projection;
+            let Some(l) = p.lora.take() else {
+                continue;
+            };
+            let Weight::Dense(w) = &mut p.weight else {
+                unreachable!("a dequantised model's weights are f32");
+            };
+            let delta = l.a.val().matmul(l.b.val()).mul_scalar(l.scale);
+            *w = Param::from_tensor(w.val().detach() + delta.detach());
         }
     }
     out
@@ -294,7 +244,7 @@ pub fn stripped<B: Backend>(model: &Model<B>) -> Model<B> {
     let mut out = model.clone();
     for layer in out.model.layers.iter_mut() {
         for slot in slots(layer) {
-            *slot.lora = None;
+            slot.projection.lora = None;
         }
     }
     out
@@ -422,7 +372,7 @@ pub fn load_adapters<B: Backend>(model: Model<B>, dir: &Path) -> Result<(Model<B
             if !cfg.targets(slot.name) {
                 continue;
             }
-            let [d_in, d_out] = slot.dims();
+            let [d_in, d_out] = slot.projection.dims();
             let prefix = peft_prefix(i, slot.parent, slot.name);
             let mut take = |suffix: &str, shape: [usize; 2]| -> Result<Vec<f32>> {
                 let name = format!("{prefix}.{suffix}");
@@ -440,7 +390,7 @@ pub fn load_adapters<B: Backend>(model: Model<B>, dir: &Path) -> Result<(Model<B
             };
             let a = transpose(&take("lora_A.weight", [r, d_in])?, r, d_in);
             let b = transpose(&take("lora_B.weight", [d_out, r])?, d_out, r);
-            *slot.lora = Some(LoraAdapter {
+            slot.projection.lora = Some(LoraAdapter {
                 a: Param::from_data(TensorData::new(a, [d_in, r]), &device),
                 b: Param::from_data(TensorData::new(b, [r, d_out]), &device),
                 scale: cfg.scale(),

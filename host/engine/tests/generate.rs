@@ -481,7 +481,8 @@ fn differentiable_logprobs_agree_with_scoring() {
     let g = model.model.layers[0]
         .self_attn
         .q_proj
-        .weight
+        .dense_weight()
+        .expect("f32 weights")
         .val()
         .grad(&grads)
         .expect("gradient reaches q_proj");

@@ -183,21 +183,23 @@ impl<B: Backend> AdamW<B> {
         module.map(&mut mapper)
     }
 
-    /// Writes the state as safetensors (`{path}.exp_avg`, `{path}.exp_avg_sq`, flat f32) with
-    /// the per-parameter step counts in the header metadata.
+    /// Writes the state as safetensors (`{name}.exp_avg`, `{name}.exp_avg_sq`, flat f32, each
+    /// parameter under its `saved_name`) with the per-parameter step counts in the header
+    /// metadata.
     pub fn save(&self, file: &Path) -> Result<()> {
         let mut tensors = Vec::new();
         let mut steps = BTreeMap::new();
         for (path, s) in &self.state {
-            steps.insert(path.clone(), s.steps);
+            let name = saved_name(path);
             for (suffix, m) in [("exp_avg", &s.exp_avg), ("exp_avg_sq", &s.exp_avg_sq)] {
                 let data = m.to_vec();
                 tensors.push(NamedTensor {
-                    name: format!("{path}.{suffix}"),
+                    name: format!("{name}.{suffix}"),
                     shape: vec![data.len()],
                     data,
                 });
             }
+            steps.insert(name, s.steps);
         }
         write_f32(
             file,
@@ -230,14 +232,14 @@ impl<B: Backend> AdamW<B> {
             })
         };
         let mut state = BTreeMap::new();
-        for (path, n) in steps {
-            let exp_avg = take(format!("{path}.exp_avg"))?;
-            let exp_avg_sq = take(format!("{path}.exp_avg_sq"))?;
+        for (name, n) in steps {
+            let exp_avg = take(format!("{name}.exp_avg"))?;
+            let exp_avg_sq = take(format!("{name}.exp_avg_sq"))?;
             if exp_avg.len() != exp_avg_sq.len() {
-                bail!("{}: the moments of {path} differ in size", file.display());
+                bail!("{}: the moments of {name} differ in size", file.display());
             }
             state.insert(
-                path,
+                module_path(&name),
                 ParamState {
                     steps: n,
                     exp_avg,
@@ -246,6 +248,25 @@ impl<B: Backend> AdamW<B> {
             );
         }
         Ok(AdamW { config, state })
+    }
+}
+
+/// The name a parameter's moments are saved under: its module path, except that an adapter's
+/// parameters (`….q_proj.lora.a` in the model) keep the names optimizer files have always
+/// given them (`….q_lora.a`, from when adapters sat beside their projection), so that states
+/// saved by earlier versions resume.
+fn saved_name(path: &str) -> String {
+    match path.split_once("_proj.lora.") {
+        Some((head, tail)) => format!("{head}_lora.{tail}"),
+        None => path.to_string(),
+    }
+}
+
+/// The module path of the parameter saved as `name` (the inverse of [`saved_name`]).
+fn module_path(name: &str) -> String {
+    match name.split_once("_lora.") {
+        Some((head, tail)) => format!("{head}_proj.lora.{tail}"),
+        None => name.to_string(),
     }
 }
 
@@ -356,4 +377,22 @@ fn update<B: Backend, const D: usize>(
         },
     );
     p.reshape(dims)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adapter_moments_keep_the_names_saved_states_have() {
+        for (path, name) in [
+            ("self_attn.q_proj.lora.a", "self_attn.q_lora.a"),
+            ("mlp.down_proj.lora.b", "mlp.down_lora.b"),
+            ("mlp.down_proj.weight", "mlp.down_proj.weight"),
+            ("lm_head.weight", "lm_head.weight"),
+        ] {
+            assert_eq!(saved_name(path), name);
+            assert_eq!(module_path(name), path);
+        }
+    }
 }

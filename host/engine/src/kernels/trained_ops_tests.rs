@@ -6,6 +6,7 @@ use burn::prelude::*;
 
 use super::flex::BURN_OPS_ONLY;
 use super::logprob_gather::log_softmax_gather;
+use crate::model::projection::Projection;
 use crate::{random_model, ModelConfig};
 
 type Ad = Autodiff<Flex>;
@@ -39,9 +40,10 @@ fn gradients(burn_only: bool) -> Vec<(String, Vec<f32>)> {
     drop(reset);
     let v2 = |t: Tensor<Ad, 2>| t.grad(&grads).unwrap().into_data().to_vec::<f32>().unwrap();
     let v1 = |t: Tensor<Ad, 1>| t.grad(&grads).unwrap().into_data().to_vec::<f32>().unwrap();
+    let weight = |p: &Projection<Ad>| p.dense_weight().expect("f32 weights").val();
     let mut out = vec![(
         "lm_head".to_string(),
-        v2(model.lm_head.as_ref().unwrap().weight.val()),
+        v2(weight(model.lm_head.as_ref().unwrap())),
     )];
     for (i, l) in model.model.layers.iter().enumerate() {
         let a = &l.self_attn;
@@ -54,7 +56,7 @@ fn gradients(burn_only: bool) -> Vec<(String, Vec<f32>)> {
             ("up", &l.mlp.up_proj),
             ("down", &l.mlp.down_proj),
         ] {
-            out.push((format!("{i}.{name}"), v2(p.weight.val())));
+            out.push((format!("{i}.{name}"), v2(weight(p))));
         }
         out.push((
             format!("{i}.q_norm"),

@@ -1,32 +1,30 @@
 //! Grouped-query self-attention with optional per-head q/k RMSNorm (Qwen3) and q/k/v bias (Qwen2).
 
 use anyhow::Result;
-use burn::nn::{Linear, RmsNorm};
+use burn::nn::RmsNorm;
 use burn::prelude::*;
 use burn::tensor::module::attention;
 use burn::tensor::ops::AttentionModuleOptions;
 
-use super::linear::{
-    adapted_forward, adapted_forward_group, export_projection, load_projection, Blocks, LoraAdapter,
-};
+use super::io::{TensorExport, WeightSource};
 use super::norm::{export_rms_norm, load_rms_norm, rms_norm_forward};
+use super::projection::Projection;
 use super::rope::RopeTables;
 use crate::config::ModelConfig;
 use crate::kernels::flex::{readable_in_place, Rows};
 use crate::kernels::host_kv::{decode_attention, HostKv, MAX_RESERVE_AHEAD};
-use crate::weights::{TensorExport, WeightSource};
 
 /// One layer's attention weights.
 #[derive(Module, Debug)]
 pub struct Attention<B: Backend> {
     /// Query projection `[hidden, heads*head_dim]`.
-    pub q_proj: Linear<B>,
+    pub q_proj: Projection<B>,
     /// Key projection `[hidden, kv_heads*head_dim]`.
-    pub k_proj: Linear<B>,
+    pub k_proj: Projection<B>,
     /// Value projection `[hidden, kv_heads*head_dim]`.
-    pub v_proj: Linear<B>,
+    pub v_proj: Projection<B>,
     /// Output projection `[heads*head_dim, hidden]`.
-    pub o_proj: Linear<B>,
+    pub o_proj: Projection<B>,
     /// Per-head query norm (Qwen3 only).
     pub q_norm: Option<RmsNorm<B>>,
     /// Per-head key norm (Qwen3 only).
@@ -37,26 +35,6 @@ pub struct Attention<B: Backend> {
     pub n_kv_heads: usize,
     /// Width of one head.
     pub head_dim: usize,
-    /// LoRA adapter on `q_proj` (training only).
-    pub q_lora: Option<LoraAdapter<B>>,
-    /// LoRA adapter on `k_proj` (training only).
-    pub k_lora: Option<LoraAdapter<B>>,
-    /// LoRA adapter on `v_proj` (training only).
-    pub v_lora: Option<LoraAdapter<B>>,
-    /// LoRA adapter on `o_proj` (training only).
-    pub o_lora: Option<LoraAdapter<B>>,
-    /// `q_proj`'s weight in quantised blocks (serving a GGUF file), see [`Blocks`].
-    #[module(skip)]
-    pub q_blocks: Blocks,
-    /// `k_proj`'s weight in quantised blocks.
-    #[module(skip)]
-    pub k_blocks: Blocks,
-    /// `v_proj`'s weight in quantised blocks.
-    #[module(skip)]
-    pub v_blocks: Blocks,
-    /// `o_proj`'s weight in quantised blocks.
-    #[module(skip)]
-    pub o_blocks: Blocks,
 }
 
 /// The keys and values one layer has seen so far for a group of sequences:
@@ -341,12 +319,12 @@ impl<B: Backend> Attention<B> {
             }
         };
         let mut proj = |name: &str, d_in: usize, d_out: usize, bias: bool| {
-            load_projection::<B>(src, &format!("{prefix}.{name}"), d_in, d_out, bias, device)
+            Projection::<B>::load(src, &format!("{prefix}.{name}"), d_in, d_out, bias, device)
         };
-        let (q_proj, q_blocks) = proj("q_proj", d, h * hd, f.qkv_bias)?;
-        let (k_proj, k_blocks) = proj("k_proj", d, kvh * hd, f.qkv_bias)?;
-        let (v_proj, v_blocks) = proj("v_proj", d, kvh * hd, f.qkv_bias)?;
-        let (o_proj, o_blocks) = proj("o_proj", h * hd, d, f.o_bias)?;
+        let q_proj = proj("q_proj", d, h * hd, f.qkv_bias)?;
+        let k_proj = proj("k_proj", d, kvh * hd, f.qkv_bias)?;
+        let v_proj = proj("v_proj", d, kvh * hd, f.qkv_bias)?;
+        let o_proj = proj("o_proj", h * hd, d, f.o_bias)?;
         Ok(Attention {
             q_proj,
             k_proj,
@@ -357,26 +335,18 @@ impl<B: Backend> Attention<B> {
             n_heads: h,
             n_kv_heads: kvh,
             head_dim: hd,
-            q_lora: None,
-            k_lora: None,
-            v_lora: None,
-            o_lora: None,
-            q_blocks,
-            k_blocks,
-            v_blocks,
-            o_blocks,
         })
     }
 
     /// Writes the layer's tensors under HF names.
     pub fn export(&self, prefix: &str, out: &mut Vec<TensorExport>) {
-        for (layer, blocks, name) in [
-            (&self.q_proj, &self.q_blocks, "q_proj"),
-            (&self.k_proj, &self.k_blocks, "k_proj"),
-            (&self.v_proj, &self.v_blocks, "v_proj"),
-            (&self.o_proj, &self.o_blocks, "o_proj"),
+        for (p, name) in [
+            (&self.q_proj, "q_proj"),
+            (&self.k_proj, "k_proj"),
+            (&self.v_proj, "v_proj"),
+            (&self.o_proj, "o_proj"),
         ] {
-            export_projection(layer, blocks, &format!("{prefix}.{name}"), out);
+            p.export(&format!("{prefix}.{name}"), out);
         }
         if let Some(n) = &self.q_norm {
             export_rms_norm(n, &format!("{prefix}.q_norm"), out);
@@ -397,14 +367,7 @@ impl<B: Backend> Attention<B> {
         let (h, kvh, hd) = (self.n_heads, self.n_kv_heads, self.head_dim);
         let g = h / kvh;
 
-        let [q, k, v] = adapted_forward_group(
-            [
-                (&self.q_proj, &self.q_blocks, self.q_lora.as_ref()),
-                (&self.k_proj, &self.k_blocks, self.k_lora.as_ref()),
-                (&self.v_proj, &self.v_blocks, self.v_lora.as_ref()),
-            ],
-            x,
-        );
+        let [q, k, v] = Projection::forward_group([&self.q_proj, &self.k_proj, &self.v_proj], x);
         let q = q.reshape([b, s, h, hd]);
         let k = k.reshape([b, s, kvh, hd]);
         let v = v.reshape([b, s, kvh, hd]);
@@ -421,7 +384,7 @@ impl<B: Backend> Attention<B> {
         if cache.is_none() && ctx.key_mask.is_none() && s > 1 {
             // A training forward on the CPU: attention as one operation with its own backward.
             if let Some(out) = crate::kernels::trained_attention::try_tracked_causal(&q, &k, &v) {
-                return adapted_forward(&self.o_proj, &self.o_blocks, self.o_lora.as_ref(), out);
+                return self.o_proj.forward(out);
             }
         }
         let q = q.swap_dims(1, 2);
@@ -429,9 +392,7 @@ impl<B: Backend> Attention<B> {
         let v = crate::kernels::flex::heads_major(v);
         let (k, v) = match cache {
             Some(c) => match c.attend(&q, k, v, ctx.key_mask.as_ref()) {
-                Attended::Out(out) => {
-                    return adapted_forward(&self.o_proj, &self.o_blocks, self.o_lora.as_ref(), out)
-                }
+                Attended::Out(out) => return self.o_proj.forward(out),
                 Attended::KeysValues(k, v) => (k, v),
             },
             None => (k, v),
@@ -473,7 +434,7 @@ impl<B: Backend> Attention<B> {
                 .swap_dims(1, 2)
                 .reshape([b, s, h * hd])
         };
-        adapted_forward(&self.o_proj, &self.o_blocks, self.o_lora.as_ref(), out)
+        self.o_proj.forward(out)
     }
 }
 

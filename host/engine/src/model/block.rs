@@ -5,10 +5,10 @@ use burn::nn::RmsNorm;
 use burn::prelude::*;
 
 use super::attention::{Attention, AttnContext, LayerCache};
+use super::io::{TensorExport, WeightSource};
 use super::mlp::Mlp;
 use super::norm::{export_rms_norm, load_rms_norm, rms_norm_forward};
 use crate::config::ModelConfig;
-use crate::weights::{TensorExport, WeightSource};
 
 /// A decoder layer, with HF field names.
 #[derive(Module, Debug)]

@@ -1,8 +1,9 @@
 //! The decoder of Qwen3, Qwen2 and Llama, generic over the burn backend, read top-down as one
 //! model: [`Model`] (embedding, [`block::Block`]s, final norm, head), each block an
 //! [`attention::Attention`] and an [`mlp::Mlp`] around RMSNorms ([`norm`]), positions by RoPE
-//! ([`rope`]), projections through [`linear`] (dense, or quantised blocks from `crate::quant`,
-//! each with an optional LoRA adapter). The CPU kernels under them are in `crate::kernels`.
+//! ([`rope`]), projections through [`projection`] (dense, or quantised blocks from
+//! `crate::quant`, each with an optional LoRA adapter). Tensors come in and go out through
+//! [`io`]. The CPU kernels under them are in `crate::kernels`.
 //!
 //! The three architectures differ in a few places only, all read from `config.json` into
 //! [`crate::config::ModelConfig`]:
@@ -22,25 +23,24 @@
 pub mod attention;
 pub mod block;
 mod finite;
-pub mod linear;
+pub mod io;
 pub mod mlp;
 pub mod norm;
+pub mod projection;
 pub mod rope;
 
 use anyhow::{bail, Result};
 use burn::module::Param;
-use burn::nn::{Embedding, Linear, RmsNorm};
+use burn::nn::{Embedding, RmsNorm};
 use burn::prelude::*;
 
 use crate::config::ModelConfig;
 use crate::generate::kv_cache::KvCache;
-use crate::weights::{to_f32_vec, TensorExport, WeightSource};
 use attention::AttnContext;
 use block::DecoderLayer;
-use linear::{
-    export_linear, export_projection, linear_forward, load_linear, load_projection, project, Blocks,
-};
+use io::{to_f32_vec, TensorExport, WeightSource};
 use norm::{export_rms_norm, load_rms_norm, rms_norm_forward};
+use projection::{Projection, Weight};
 use rope::{Rope, RopeTables};
 
 /// The decoder stack (`model.*` in HF names).
@@ -63,19 +63,15 @@ pub struct Model<B: Backend> {
     /// embedding matrix: rows are looked up from its columns. Stored head-side because the head
     /// matmul runs every decode step and is about twice as fast on a contiguous `[hidden, vocab]`
     /// matrix as on the transpose of `[vocab, hidden]`. `None` for classifiers.
-    pub lm_head: Option<Linear<B>>,
+    pub lm_head: Option<Projection<B>>,
     /// Classification head `[hidden, num_labels]` (sequence classifiers only).
-    pub score: Option<Linear<B>>,
+    pub score: Option<Projection<B>>,
     /// The configuration the weights were built for.
     #[module(skip)]
     pub config: ModelConfig,
     /// RoPE frequencies.
     #[module(skip)]
     pub rope: Rope,
-    /// The language-model head's weight in quantised blocks (serving a GGUF file); with tied
-    /// embeddings the embedding rows are decoded from it. See [`Blocks`].
-    #[module(skip)]
-    pub lm_head_blocks: Blocks,
 }
 
 impl<B: Backend> Model<B> {
@@ -91,11 +87,10 @@ impl<B: Backend> Model<B> {
         let (v, d) = (config.vocab_size, config.hidden_size);
         let classifier = config.architecture.is_classifier();
         let tied = config.tie_word_embeddings && !classifier;
-        let mut lm_head_blocks = None;
         let (embed_tokens, tied_head) = if tied {
-            // HF's `[vocab, hidden]` embedding is exactly a Linear(hidden -> vocab) weight.
-            let (head, blocks) = load_projection(src, "model.embed_tokens", d, v, false, device)?;
-            lm_head_blocks = blocks;
+            // HF's `[vocab, hidden]` embedding is exactly a Linear(hidden -> vocab) weight; kept
+            // in blocks, the embedding rows are decoded from them.
+            let head = Projection::<B>::load(src, "model.embed_tokens", d, v, false, device)?;
             (None, Some(head))
         } else {
             let emb = src.tensor("model.embed_tokens.weight", &[v, d])?;
@@ -107,13 +102,13 @@ impl<B: Backend> Model<B> {
             .collect::<Result<Vec<_>>>()?;
         let norm = load_rms_norm(src, "model.norm", d, config.rms_norm_eps, device)?;
         let (lm_head, score) = if classifier {
-            let score = load_linear(src, "score", d, config.num_labels, false, device)?;
+            let n = config.num_labels;
+            let score = Projection::<B>::load_dense(src, "score", d, n, false, device)?;
             (None, Some(score))
         } else if tied {
             (tied_head, None)
         } else {
-            let (head, blocks) = load_projection(src, "lm_head", d, v, false, device)?;
-            lm_head_blocks = blocks;
+            let head = Projection::<B>::load(src, "lm_head", d, v, false, device)?;
             (Some(head), None)
         };
         let rope = Rope::new(config.rope_theta, config.head_dim);
@@ -127,33 +122,33 @@ impl<B: Backend> Model<B> {
             score,
             config,
             rope,
-            lm_head_blocks,
         })
     }
 
-    /// Every projection's blocks slot: each layer's q, k, v, o, gate, up, down, then the head.
-    pub fn blocks(&self) -> impl Iterator<Item = &Blocks> {
+    /// Every projection: each layer's q, k, v, o, gate, up and down, then the heads.
+    pub fn projections(&self) -> impl Iterator<Item = &Projection<B>> {
         self.model
             .layers
             .iter()
             .flat_map(|l| {
                 let (a, m) = (&l.self_attn, &l.mlp);
                 [
-                    &a.q_blocks,
-                    &a.k_blocks,
-                    &a.v_blocks,
-                    &a.o_blocks,
-                    &m.gate_blocks,
-                    &m.up_blocks,
-                    &m.down_blocks,
+                    &a.q_proj,
+                    &a.k_proj,
+                    &a.v_proj,
+                    &a.o_proj,
+                    &m.gate_proj,
+                    &m.up_proj,
+                    &m.down_proj,
                 ]
             })
-            .chain([&self.lm_head_blocks])
+            .chain(&self.lm_head)
+            .chain(&self.score)
     }
 
     /// Whether any weight is held in quantised blocks ([`crate::GgufWeights::Blocks`]).
     pub fn is_quantised(&self) -> bool {
-        self.blocks().any(|b| b.is_some())
+        self.projections().any(|p| p.quantised().is_some())
     }
 
     /// The model with every quantised weight dequantised to f32 (what training, LoRA adapters
@@ -163,31 +158,22 @@ impl<B: Backend> Model<B> {
         if !m.is_quantised() {
             return m;
         }
-        for l in &mut m.model.layers {
-            let a = &mut l.self_attn;
-            for (layer, blocks) in [
-                (&mut a.q_proj, &mut a.q_blocks),
-                (&mut a.k_proj, &mut a.k_blocks),
-                (&mut a.v_proj, &mut a.v_blocks),
-                (&mut a.o_proj, &mut a.o_blocks),
-            ] {
-                *layer = linear::dequantised(layer, blocks);
-                *blocks = None;
-            }
-            let f = &mut l.mlp;
-            for (layer, blocks) in [
-                (&mut f.gate_proj, &mut f.gate_blocks),
-                (&mut f.up_proj, &mut f.up_blocks),
-                (&mut f.down_proj, &mut f.down_blocks),
-            ] {
-                *layer = linear::dequantised(layer, blocks);
-                *blocks = None;
-            }
+        let device = m.device();
+        let layers = m.model.layers.iter_mut().flat_map(|l| {
+            let (a, f) = (&mut l.self_attn, &mut l.mlp);
+            [
+                &mut a.q_proj,
+                &mut a.k_proj,
+                &mut a.v_proj,
+                &mut a.o_proj,
+                &mut f.gate_proj,
+                &mut f.up_proj,
+                &mut f.down_proj,
+            ]
+        });
+        for p in layers.chain(&mut m.lm_head).chain(&mut m.score) {
+            p.dequantise(&device);
         }
-        if let Some(h) = &mut m.lm_head {
-            *h = linear::dequantised(h, &m.lm_head_blocks);
-        }
-        m.lm_head_blocks = None;
         m
     }
 
@@ -205,9 +191,7 @@ impl<B: Backend> Model<B> {
                 ));
             }
             // Tied: the head's `[vocab, hidden]` HF form is the embedding; HF files omit lm_head.
-            (None, Some(h)) => {
-                export_projection(h, &self.lm_head_blocks, "model.embed_tokens", &mut out)
-            }
+            (None, Some(h)) => h.export("model.embed_tokens", &mut out),
             (None, None) => unreachable!("a model has an embedding or a tied head"),
         }
         for (i, layer) in self.model.layers.iter().enumerate() {
@@ -215,21 +199,24 @@ impl<B: Backend> Model<B> {
         }
         export_rms_norm(&self.model.norm, "model.norm", &mut out);
         if let (Some(h), Some(_)) = (&self.lm_head, &self.model.embed_tokens) {
-            export_projection(h, &self.lm_head_blocks, "lm_head", &mut out);
+            h.export("lm_head", &mut out);
         }
         if let Some(h) = &self.score {
-            export_linear(h, "score", &mut out);
+            h.export("score", &mut out);
         }
         out
     }
 
     /// Token embeddings `[batch, seq, hidden]`.
     pub fn embed(&self, tokens: Tensor<B, 2, Int>) -> Tensor<B, 3> {
-        match (&self.model.embed_tokens, &self.lm_head) {
-            (Some(e), _) => e.forward(tokens),
-            (None, Some(_)) if self.lm_head_blocks.is_some() => {
-                let q = self.lm_head_blocks.as_ref().expect("checked");
-                let [b, s] = tokens.dims();
+        let head = match (&self.model.embed_tokens, &self.lm_head) {
+            (Some(e), _) => return e.forward(tokens),
+            (None, Some(h)) => h,
+            (None, None) => unreachable!("a model has an embedding or a tied head"),
+        };
+        let [b, s] = tokens.dims();
+        match &head.weight {
+            Weight::Quantised(q) => {
                 let device = tokens.device();
                 let ids: Vec<usize> = tokens
                     .into_data()
@@ -242,16 +229,14 @@ impl<B: Backend> Model<B> {
                 let d = q.dims()[1];
                 Tensor::from_data(TensorData::new(q.rows_f32(&ids), [b, s, d]), &device)
             }
-            (None, Some(h)) => {
-                let [b, s] = tokens.dims();
-                let w = h.weight.val();
+            Weight::Dense(w) => {
+                let w = w.val();
                 let d = w.dims()[0];
                 // Columns of the `[hidden, vocab]` head are the embedding rows.
                 w.select(1, tokens.reshape([b * s]))
                     .transpose()
                     .reshape([b, s, d])
             }
-            (None, None) => unreachable!("a model has an embedding or a tied head"),
         }
     }
 
@@ -318,7 +303,7 @@ impl<B: Backend> Model<B> {
             .lm_head
             .as_ref()
             .expect("a causal LM has a language-model head");
-        project(head, &self.lm_head_blocks, hidden)
+        head.forward(hidden)
     }
 
     /// The output head decoded from its blocks once, as a `[hidden, vocab]` tensor, on backends
@@ -327,7 +312,7 @@ impl<B: Backend> Model<B> {
     /// the backward pass) one per chunk; `None` when the head is f32 or the CPU kernels read
     /// the blocks.
     pub fn decoded_head(&self) -> Option<Tensor<B, 2>> {
-        let q = self.lm_head_blocks.as_ref()?;
+        let q = self.lm_head.as_ref()?.quantised()?;
         let device = self.device();
         if crate::kernels::flex::is_flex::<B>(&device) {
             return None;
@@ -342,7 +327,7 @@ impl<B: Backend> Model<B> {
         decoded: Option<&Tensor<B, 2>>,
     ) -> Tensor<B, 2> {
         match decoded {
-            // A language-model head has no bias (`load_projection` reads none).
+            // A language-model head has no bias (`from_source` reads none).
             Some(w) => hidden.matmul(w.clone()),
             None => self.lm_logits(hidden),
         }
@@ -363,7 +348,7 @@ impl<B: Backend> Model<B> {
     /// Classification logits for rows of hidden states: `[n, hidden]` -> `[n, num_labels]`.
     pub fn score_logits(&self, hidden: Tensor<B, 2>) -> Result<Tensor<B, 2>> {
         match &self.score {
-            Some(h) => Ok(linear_forward(h, hidden)),
+            Some(h) => Ok(h.forward(hidden)),
             None => bail!(
                 "{} has no classification head",
                 self.config.architecture.name()

@@ -6,8 +6,8 @@ use burn::nn::RmsNorm;
 use burn::prelude::*;
 use rayon::prelude::*;
 
+use super::io::{to_f32_vec, TensorExport, WeightSource};
 use crate::kernels::flex::{as_flex, from_vec};
-use crate::weights::{TensorExport, WeightSource};
 
 /// Rows one rayon task covers.
 const TASK_ROWS: usize = 256;
@@ -101,7 +101,7 @@ pub fn export_rms_norm<B: Backend>(norm: &RmsNorm<B>, prefix: &str, out: &mut Ve
     out.push(TensorExport::new(
         format!("{prefix}.weight"),
         vec![dim],
-        crate::weights::to_f32_vec(g),
+        to_f32_vec(g),
     ));
 }
 

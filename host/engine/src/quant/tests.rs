@@ -1,9 +1,19 @@
 //! The block kernels against a plain reference, each instruction set against the others.
 
-use super::*;
+use burn::prelude::*;
+use half::f16;
+
+use super::ggml::{dequantize, GgmlType};
+use super::isa::detect;
+use super::matmul::PANEL_TASK_ROWS;
+use super::storage::Blocks;
+#[cfg(target_arch = "x86_64")]
+use super::x86;
+use super::{QuantMatrix, Simd, EIGHT_ROWS_MAX_COLS, MAX_KERNEL_ROWS};
 use crate::device::{CpuBackend, CpuDevice};
+#[cfg(target_arch = "x86_64")]
+use crate::kernels::sum16;
 use crate::kernels::sum8;
-use crate::weights::gguf::dequantize;
 
 fn f16_bytes(v: f32) -> [u8; 2] {
     f16::from_f32(v).to_bits().to_le_bytes()

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use burn::prelude::*;
+use openclaw_engine::model::projection::Weight;
 use openclaw_engine::{CpuBackend, Model, ModelConfig, Versioned};
 
 pub type B = CpuBackend;
@@ -140,8 +141,8 @@ pub fn scale_embeddings(mut model: Model<B>, k: f32) -> Model<B> {
     if let Some(e) = model.model.embed_tokens.as_mut() {
         e.weight = burn::module::Param::from_tensor(e.weight.val() * k);
     }
-    if let Some(h) = model.lm_head.as_mut() {
-        h.weight = burn::module::Param::from_tensor(h.weight.val() * k);
+    if let Some(Weight::Dense(w)) = model.lm_head.as_mut().map(|h| &mut h.weight) {
+        *w = burn::module::Param::from_tensor(w.val() * k);
     }
     model
 }

@@ -8,7 +8,9 @@
 
 use std::arch::x86_64::*;
 
-use super::{Part, Q4Decoder, Q8Decoder, EIGHT_ROWS_MAX_COLS, PASS_ROWS};
+use super::matmul::Part;
+use super::storage::{Q4Decoder, Q8Decoder};
+use super::{EIGHT_ROWS_MAX_COLS, PASS_ROWS};
 use crate::kernels::{sum16, sum8};
 
 /// Splits the rows into passes of at most [`PASS_ROWS`] and calls `pass` with each.

@@ -10,6 +10,7 @@ use half::{bf16, f16};
 use super::model::{config_from_gguf, converter_permute, gguf_name, gguf_path, load_gguf_model};
 use super::reader::{GgufFile, MetaType, MetaValue};
 use crate::config::{Architecture, ModelConfig};
+use crate::model::projection::Projection;
 use crate::quant::ggml::{dequantize, k_scale_min, GgmlType, SUPPORTED};
 use crate::weights::{random_model, to_f32_vec};
 use crate::{CpuBackend, Model};
@@ -1215,19 +1216,12 @@ fn quantised_weights_kept_in_blocks_give_the_dequantised_model_logits() {
     assert!(!f32_model.is_quantised());
     assert!(blocks.is_quantised());
     // Every projection and the tied head are in blocks; the rest is f32 as before.
+    let ty = |p: &Projection<CpuBackend>| p.quantised().unwrap().ty();
     let a = &blocks.model.layers[1].self_attn;
-    assert_eq!(a.q_blocks.as_ref().unwrap().ty(), GgmlType::Q4_0);
-    assert_eq!(a.o_blocks.as_ref().unwrap().ty(), GgmlType::Q8_0);
-    assert_eq!(
-        blocks.model.layers[0]
-            .mlp
-            .down_blocks
-            .as_ref()
-            .unwrap()
-            .ty(),
-        GgmlType::Q4_1
-    );
-    assert_eq!(blocks.lm_head_blocks.as_ref().unwrap().ty(), GgmlType::Q8_0);
+    assert_eq!(ty(&a.q_proj), GgmlType::Q4_0);
+    assert_eq!(ty(&a.o_proj), GgmlType::Q8_0);
+    assert_eq!(ty(&blocks.model.layers[0].mlp.down_proj), GgmlType::Q4_1);
+    assert_eq!(ty(blocks.lm_head.as_ref().unwrap()), GgmlType::Q8_0);
     // The blocks decode to exactly the tensors the f32 load reads (q/k rows un-permuted too).
     let (ea, eb) = (f32_model.export(), blocks.export());
     assert_eq!(ea, eb);
@@ -1268,7 +1262,8 @@ fn lora_over_quantised_blocks_trains_and_serves_as_over_the_dequantised_weights(
         .unwrap();
         // Non-zero up-projections (fresh ones are zero), the same in both models.
         for (i, layer) in m.model.layers.iter_mut().enumerate() {
-            for (j, lora) in [&mut layer.self_attn.q_lora, &mut layer.mlp.down_lora]
+            let (a, f) = (&mut layer.self_attn, &mut layer.mlp);
+            for (j, lora) in [&mut a.q_proj.lora, &mut f.down_proj.lora]
                 .into_iter()
                 .enumerate()
             {
@@ -1300,7 +1295,7 @@ fn lora_over_quantised_blocks_trains_and_serves_as_over_the_dequantised_weights(
         let grads = loss.backward();
         let mut g = Vec::new();
         for layer in &m.model.layers {
-            for lora in [&layer.self_attn.q_lora, &layer.mlp.down_lora] {
+            for lora in [&layer.self_attn.q_proj.lora, &layer.mlp.down_proj.lora] {
                 let l = lora.as_ref().unwrap();
                 g.extend(to_f32_vec(l.a.grad(&grads).unwrap()));
                 g.extend(to_f32_vec(l.b.grad(&grads).unwrap()));
@@ -1515,9 +1510,9 @@ fn smollm2_in_blocks_matches_smollm2_dequantised_when_fetched() {
     let blocks: Model<CpuBackend> =
         super::load_gguf_model_with(&path, &dev, GgufWeights::Blocks).unwrap();
     let kept: usize = blocks
-        .blocks()
-        .map(|b| {
-            b.as_ref()
+        .projections()
+        .map(|p| {
+            p.quantised()
                 .expect("every projection is quantised in this file")
                 .bytes()
         })

@@ -107,7 +107,8 @@ fn vllm_habits_top_k_minus_one_tool_choice_tool_schemas_and_template_kwargs() {
         Some("top_k")
     );
 
-    let tool = json!({"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}});
+    let tool =
+        json!({"type": "function", "function": {"name": "read", "parameters": {"type": "object"}}});
     let r = ok(json!({"messages": msgs, "tools": [tool], "tool_choice": "auto"}));
     assert!(r.tools.is_some());
     let r = ok(json!({"messages": msgs, "tools": [tool], "tool_choice": "none"}));
@@ -151,9 +152,8 @@ fn vllm_habits_top_k_minus_one_tool_choice_tool_schemas_and_template_kwargs() {
     ] {
         assert_eq!(param_of(bad).0.as_deref(), Some("top_logprobs"));
     }
-    let r = ok(
-        json!({"messages": msgs, "chat_template_kwargs": {"enable_thinking": false, "x": 1}}),
-    );
+    let r =
+        ok(json!({"messages": msgs, "chat_template_kwargs": {"enable_thinking": false, "x": 1}}));
     assert_eq!(r.template_kwargs["enable_thinking"], json!(false));
     assert_eq!(
         param_of(json!({"messages": msgs, "chat_template_kwargs": {"enable_thinking": "no"}}))

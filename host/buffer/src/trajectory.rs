@@ -94,7 +94,7 @@ impl TurnRecord {
             other => {
                 return Err(format!(
                     "field `prompt` is {}, expected messages or a string",
-                    kind(other)
+                    openclaw_chat::json_kind(other)
                 ))
             }
         }
@@ -103,7 +103,7 @@ impl TurnRecord {
             other => {
                 return Err(format!(
                     "field `response` is {}, expected a message or a string",
-                    kind(other)
+                    openclaw_chat::json_kind(other)
                 ))
             }
         }
@@ -128,17 +128,6 @@ impl TurnRecord {
             }
         }
         Ok(())
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -28,7 +28,7 @@ pub use gguf::{
     TOKEN_TYPE_CONTROL, TOKEN_TYPE_USER_DEFINED,
 };
 pub use incremental::IncrementalDecoder;
-pub use message::{ChatMessage, ContentPart, FunctionCall, MessageContent, ToolCall};
+pub use message::{json_kind, ChatMessage, ContentPart, FunctionCall, MessageContent, ToolCall};
 pub use parser::{OutputParser, ParseEvent, ParsedMessage, ParsedToolCall, ParserOptions};
 pub use template::{ChatTemplate, RenderOptions};
 pub use tokenizer::{SpecialToken, SpecialTokens, Tokenizer};

@@ -43,13 +43,7 @@ pub fn run(flags: &EvalFlags, env_spec: &str, eval_tasks: usize) -> Result<i32> 
     let opts = BatchOptions {
         per_task: flags.samples_per_prompt,
         parallel: flags.parallel_envs,
-        episode: EpisodeOptions {
-            max_steps: flags.max_episode_steps,
-            call_timeout: call,
-            evaluate_timeout: call.saturating_mul(10),
-            full_wait: call.saturating_mul(10),
-            env_retries: 2,
-        },
+        episode: EpisodeOptions::new(flags.max_episode_steps, call),
         agent: PolicyAgentOptions {
             sampling: SamplingParams {
                 max_tokens: flags

@@ -335,13 +335,7 @@ fn measure(flags: &EvalFlags, suite: Suite, tasks: &SuiteTasks, model: &Path) ->
             let opts = BatchOptions {
                 per_task: flags.samples_per_prompt.max(1),
                 parallel: flags.parallel_envs.max(1),
-                episode: EpisodeOptions {
-                    max_steps: flags.max_episode_steps.max(1),
-                    call_timeout: call,
-                    evaluate_timeout: call.saturating_mul(10),
-                    full_wait: call.saturating_mul(10),
-                    env_retries: 2,
-                },
+                episode: EpisodeOptions::new(flags.max_episode_steps.max(1), call),
                 agent: PolicyAgentOptions {
                     sampling: SamplingParams {
                         max_tokens: flags.max_new_tokens.unwrap_or(SUITE_MAX_NEW_TOKENS) as u32,

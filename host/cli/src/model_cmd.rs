@@ -95,6 +95,25 @@ pub struct SampleArgs {
     pub seed: u64,
 }
 
+impl SampleArgs {
+    /// A request for `prompt` with these options, stopping at `stops`, sampled with `seed`.
+    fn request(&self, prompt: Vec<u32>, stops: Vec<u32>, seed: u64) -> GenerateRequest {
+        GenerateRequest {
+            prompt,
+            sampling: SamplingParams {
+                temperature: self.temperature,
+                top_k: self.top_k,
+                top_p: self.top_p,
+            },
+            max_tokens: self.max_tokens,
+            stop_token_ids: stops,
+            stop_strings: Vec::new(),
+            top_logprobs: 0,
+            seed,
+        }
+    }
+}
+
 /// `generate`: one completion of a chat prompt (or raw text with `raw`), on the device
 /// `ROLLOUT_GPUS` names.
 pub fn generate(
@@ -147,19 +166,7 @@ where
     let stops = stop_ids(&files.tokenizer);
     let tokenizer = files.tokenizer.clone();
     let weights = Arc::new(Published::new(files.model, 0)).current();
-    let req = GenerateRequest {
-        prompt: ids,
-        sampling: SamplingParams {
-            temperature: args.temperature,
-            top_k: args.top_k,
-            top_p: args.top_p,
-        },
-        max_tokens: args.max_tokens,
-        stop_token_ids: stops,
-        stop_strings: Vec::new(),
-        top_logprobs: 0,
-        seed: args.seed,
-    };
+    let req = args.request(ids, stops, args.seed);
     let g = openclaw_engine::generate(
         weights,
         vec![req],
@@ -249,19 +256,7 @@ where
             },
         )?;
         let ids = tokenizer.encode(&text, false)?;
-        let req = GenerateRequest {
-            prompt: ids,
-            sampling: SamplingParams {
-                temperature: args.temperature,
-                top_k: args.top_k,
-                top_p: args.top_p,
-            },
-            max_tokens: args.max_tokens,
-            stop_token_ids: stops.clone(),
-            stop_strings: Vec::new(),
-            top_logprobs: 0,
-            seed,
-        };
+        let req = args.request(ids, stops.clone(), seed);
         seed = seed.wrapping_add(1);
         let mut batch = DecodeBatch::new(weights.current(), vec![req], None)?;
         let mut decoder = tokenizer.incremental_decoder(true);

@@ -190,6 +190,24 @@ pub fn has_adapters<B: Backend>(model: &Model<B>) -> bool {
 /// trainer, serving and a reference share one copy of the base.
 pub fn attach<B: Backend>(model: Model<B>, cfg: &LoraConfig, seed: u64) -> Result<Model<B>> {
     cfg.validate()?;
+    let r = cfg.rank;
+    with_adapters(model, cfg, |prefix, [d_in, d_out]| {
+        let bound = 1.0 / (d_in as f64).sqrt();
+        let mut rng = Rng::new(seed ^ name_hash(prefix));
+        let a = (0..d_in * r)
+            .map(|_| ((rng.uniform() * 2.0 - 1.0) * bound) as f32)
+            .collect();
+        Ok((a, vec![0f32; r * d_out]))
+    })
+}
+
+/// Freezes `model` and puts an adapter on each projection `cfg` targets, with `A` (`[d_in,
+/// rank]`) and `B` (`[rank, d_out]`) from `values(peft_prefix, [d_in, d_out])`.
+fn with_adapters<B: Backend>(
+    model: Model<B>,
+    cfg: &LoraConfig,
+    mut values: impl FnMut(&str, [usize; 2]) -> Result<(Vec<f32>, Vec<f32>)>,
+) -> Result<Model<B>> {
     if has_adapters(&model) {
         bail!("the model already carries LoRA adapters");
     }
@@ -202,14 +220,10 @@ pub fn attach<B: Backend>(model: Model<B>, cfg: &LoraConfig, seed: u64) -> Resul
                 continue;
             }
             let [d_in, d_out] = slot.projection.dims();
-            let bound = 1.0 / (d_in as f64).sqrt();
-            let mut rng = Rng::new(seed ^ name_hash(&peft_prefix(i, slot.parent, slot.name)));
-            let a: Vec<f32> = (0..d_in * r)
-                .map(|_| ((rng.uniform() * 2.0 - 1.0) * bound) as f32)
-                .collect();
+            let (a, b) = values(&peft_prefix(i, slot.parent, slot.name), [d_in, d_out])?;
             slot.projection.lora = Some(LoraAdapter {
                 a: Param::from_data(TensorData::new(a, [d_in, r]), &device),
-                b: Param::from_data(TensorData::new(vec![0f32; r * d_out], [r, d_out]), &device),
+                b: Param::from_data(TensorData::new(b, [r, d_out]), &device),
                 scale: cfg.scale(),
                 dropout: cfg.dropout,
             });
@@ -364,40 +378,26 @@ pub fn load_adapters<B: Backend>(model: Model<B>, dir: &Path) -> Result<(Model<B
     }
     let file = dir.join(ADAPTER_FILE);
     let (mut tensors, _) = read_f32(&file)?;
-    let device = model.device();
-    let mut model = model.no_grad();
     let r = cfg.rank;
-    for (i, layer) in model.model.layers.iter_mut().enumerate() {
-        for slot in slots(layer) {
-            if !cfg.targets(slot.name) {
-                continue;
+    let model = with_adapters(model, &cfg, |prefix, [d_in, d_out]| {
+        let mut take = |suffix: &str, shape: [usize; 2]| -> Result<Vec<f32>> {
+            let name = format!("{prefix}.{suffix}");
+            let t = tensors
+                .remove(&name)
+                .with_context(|| format!("{}: {name} is missing", file.display()))?;
+            if t.shape != shape {
+                bail!(
+                    "{}: {name} has shape {:?}, expected {shape:?}",
+                    file.display(),
+                    t.shape
+                );
             }
-            let [d_in, d_out] = slot.projection.dims();
-            let prefix = peft_prefix(i, slot.parent, slot.name);
-            let mut take = |suffix: &str, shape: [usize; 2]| -> Result<Vec<f32>> {
-                let name = format!("{prefix}.{suffix}");
-                let t = tensors
-                    .remove(&name)
-                    .with_context(|| format!("{}: {name} is missing", file.display()))?;
-                if t.shape != shape {
-                    bail!(
-                        "{}: {name} has shape {:?}, expected {shape:?}",
-                        file.display(),
-                        t.shape
-                    );
-                }
-                Ok(t.data)
-            };
-            let a = transpose(&take("lora_A.weight", [r, d_in])?, r, d_in);
-            let b = transpose(&take("lora_B.weight", [d_out, r])?, d_out, r);
-            slot.projection.lora = Some(LoraAdapter {
-                a: Param::from_data(TensorData::new(a, [d_in, r]), &device),
-                b: Param::from_data(TensorData::new(b, [r, d_out]), &device),
-                scale: cfg.scale(),
-                dropout: cfg.dropout,
-            });
-        }
-    }
+            Ok(t.data)
+        };
+        let a = transpose(&take("lora_A.weight", [r, d_in])?, r, d_in);
+        let b = transpose(&take("lora_B.weight", [d_out, r])?, d_out, r);
+        Ok((a, b))
+    })?;
     if let Some(name) = tensors.keys().next() {
         bail!(
             "{}: tensor {name} matches no targeted projection of the model",

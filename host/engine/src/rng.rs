@@ -1,8 +1,8 @@
 //! A small deterministic random number generator (SplitMix64), so sampling and initialisation
 //! give the same numbers on every platform and crate version.
 
-/// SplitMix64 generator.
-#[derive(Clone, Debug)]
+/// SplitMix64 generator: small, fast, and its whole state is one `u64` (which checkpoints save).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Rng {
     state: u64,
 }
@@ -11,6 +11,16 @@ impl Rng {
     /// A generator seeded with `seed`.
     pub fn new(seed: u64) -> Self {
         Rng { state: seed }
+    }
+
+    /// The state, to save.
+    pub fn state(&self) -> u64 {
+        self.state
+    }
+
+    /// Restores a saved state.
+    pub fn set_state(&mut self, state: u64) {
+        self.state = state;
     }
 
     /// The next 64 random bits.
@@ -25,6 +35,19 @@ impl Rng {
     /// Uniform in `[0, 1)` with 53 bits of precision.
     pub fn uniform(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// Uniform in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.uniform() * n as f64) as usize % n.max(1)
+    }
+
+    /// Shuffles `items` in place (Fisher-Yates).
+    pub fn shuffle<T>(&mut self, items: &mut [T]) {
+        for i in (1..items.len()).rev() {
+            let j = self.below(i + 1);
+            items.swap(i, j);
+        }
     }
 
     /// Standard normal (Box-Muller).

@@ -46,11 +46,19 @@ pub struct EpisodeOptions {
 
 impl Default for EpisodeOptions {
     fn default() -> Self {
+        EpisodeOptions::new(16, Duration::from_secs(60))
+    }
+}
+
+impl EpisodeOptions {
+    /// `max_steps` agent steps and `call` per environment call, with what follows from them:
+    /// ten calls' time to evaluate or to wait for a full pool, and two retries.
+    pub fn new(max_steps: u32, call: Duration) -> Self {
         EpisodeOptions {
-            max_steps: 16,
-            call_timeout: Duration::from_secs(60),
-            evaluate_timeout: Duration::from_secs(600),
-            full_wait: Duration::from_secs(600),
+            max_steps,
+            call_timeout: call,
+            evaluate_timeout: call.saturating_mul(10),
+            full_wait: call.saturating_mul(10),
             env_retries: 2,
         }
     }

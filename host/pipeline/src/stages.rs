@@ -544,13 +544,7 @@ where
     let call = Duration::from_secs(cfg.env_call_timeout);
     let jobs = JobOptions {
         parallel: cfg.parallel_envs as usize,
-        episode: EpisodeOptions {
-            max_steps: cfg.max_episode_steps,
-            call_timeout: call,
-            evaluate_timeout: call.saturating_mul(10),
-            full_wait: call.saturating_mul(10),
-            env_retries: 2,
-        },
+        episode: EpisodeOptions::new(cfg.max_episode_steps, call),
         agent: PolicyAgentOptions {
             sampling: SamplingParams {
                 max_tokens: cfg.default_max_tokens,

@@ -209,18 +209,25 @@ impl CrateLibrary {
     }
 }
 
+/// `cargo metadata --no-deps` of the crate whose manifest is `manifest`, with the cargo that
+/// runs this build when there is one.
+pub(crate) fn metadata_command(manifest: &Path) -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.args([
+        "metadata",
+        "--no-deps",
+        "--format-version",
+        "1",
+        "--manifest-path",
+    ])
+    .arg(manifest);
+    c
+}
+
 /// `cargo metadata --no-deps` for the crate: its target directory (its workspace's, or its
 /// own) and its packages with their path dependencies.
 fn cargo_metadata(manifest: &Path) -> Result<serde_json::Value> {
-    let out = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args([
-            "metadata",
-            "--no-deps",
-            "--format-version",
-            "1",
-            "--manifest-path",
-        ])
-        .arg(manifest)
+    let out = metadata_command(manifest)
         .stderr(Stdio::piped())
         .output()
         .context("cannot run `cargo metadata` (is cargo on PATH?)")?;

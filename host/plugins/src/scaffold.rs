@@ -4,7 +4,6 @@
 use anyhow::{bail, Context, Result};
 use openclaw_plugin_api::PluginKind;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// What to scaffold.
 #[derive(Clone, Debug)]
@@ -68,15 +67,7 @@ pub fn create(spec: &NewPlugin) -> Result<PathBuf> {
 }
 
 fn cargo_accepts(root: &Path) -> bool {
-    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args([
-            "metadata",
-            "--no-deps",
-            "--format-version",
-            "1",
-            "--manifest-path",
-        ])
-        .arg(root.join("Cargo.toml"))
+    crate::build::metadata_command(&root.join("Cargo.toml"))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .status()

@@ -11,7 +11,7 @@ use axum::response::sse::Event;
 use burn::prelude::Backend;
 use openclaw_chat::{ParseEvent, ParsedMessage};
 use openclaw_collect::{Answer, Assignment};
-use openclaw_engine::{Generation, Model, StopMatch};
+use openclaw_engine::{Generation, Model};
 use openclaw_policy::GenEvent;
 use serde_json::{json, Value};
 use std::convert::Infallible;
@@ -30,6 +30,16 @@ pub struct Turnkeeper {
     pub(crate) prompt_ids: Vec<u32>,
     pub(crate) id: String,
     pub(crate) created: u64,
+}
+
+/// One step of a generation, as both answers read it.
+enum Step {
+    /// What the pipeline let out of one token.
+    Text(Vec<ParseEvent>),
+    /// The generation failed.
+    Failed(String),
+    /// The generation ended.
+    Done(Generation),
 }
 
 /// What both answers do with each token: the time to the first, its logprob entry when the
@@ -57,27 +67,40 @@ where
         }
     }
 
-    /// Takes one sampled token; returns what the pipeline let out.
-    fn take(
+    /// Waits for the generation's next step: each token's text through the pipeline (with the
+    /// time to the first token and its logprob entry), its failure, or its end (`None`: it
+    /// stopped without one).
+    async fn next(
         &mut self,
+        rx: &mut mpsc::UnboundedReceiver<GenEvent>,
         pipeline: &mut TextPipeline,
-        id: u32,
-        logprob: f32,
-        stop: Option<&StopMatch>,
-        top: &[(u32, f32)],
-    ) -> Vec<ParseEvent> {
-        if self.first {
-            self.app
-                .metrics
-                .ttft_seconds
-                .observe(self.started.elapsed().as_secs_f64());
-            self.first = false;
+    ) -> Option<Step> {
+        loop {
+            match rx.recv().await? {
+                GenEvent::Started { .. } => {}
+                GenEvent::Token {
+                    id,
+                    logprob,
+                    stop,
+                    top,
+                } => {
+                    if self.first {
+                        self.app
+                            .metrics
+                            .ttft_seconds
+                            .observe(self.started.elapsed().as_secs_f64());
+                        self.first = false;
+                    }
+                    if self.k.request.logprobs.is_some() {
+                        self.logprobs
+                            .push(token_logprob(self.app, id, logprob, &top));
+                    }
+                    return Some(Step::Text(pipeline.token(id, stop.as_ref())));
+                }
+                GenEvent::Failed(e) => return Some(Step::Failed(e)),
+                GenEvent::Done(g) => return Some(Step::Done(g)),
+            }
         }
-        if self.k.request.logprobs.is_some() {
-            self.logprobs
-                .push(token_logprob(self.app, id, logprob, top));
-        }
-        pipeline.token(id, stop)
     }
 
     /// Records the turn: durable before the client sees its end.
@@ -166,19 +189,11 @@ where
     Model<B>: Send + Sync,
 {
     let mut tokens = Tokens::new(&app, &k, started);
-    while let Some(ev) = rx.recv().await {
-        match ev {
-            GenEvent::Started { .. } => {}
-            GenEvent::Token {
-                id,
-                logprob,
-                stop,
-                top,
-            } => {
-                tokens.take(&mut pipeline, id, logprob, stop.as_ref(), &top);
-            }
-            GenEvent::Failed(e) => return Err(ApiError::invalid(e, Some("messages"))),
-            GenEvent::Done(g) => {
+    while let Some(step) = tokens.next(&mut rx, &mut pipeline).await {
+        match step {
+            Step::Text(_) => {}
+            Step::Failed(e) => return Err(ApiError::invalid(e, Some("messages"))),
+            Step::Done(g) => {
                 pipeline.finish();
                 let m = pipeline.message().clone();
                 tokens.record(&g, &m)?;
@@ -253,16 +268,9 @@ pub async fn stream<B: Backend>(
     let role = json!({"role": "assistant", "content": ""});
     let mut open = send(chunk(&app, &k, role, None, Vec::new())).await;
     let mut tokens = Tokens::new(&app, &k, started);
-    while let Some(ev) = rx.recv().await {
-        match ev {
-            GenEvent::Started { .. } => {}
-            GenEvent::Token {
-                id,
-                logprob,
-                stop,
-                top,
-            } => {
-                let events = tokens.take(&mut pipeline, id, logprob, stop.as_ref(), &top);
+    while let Some(step) = tokens.next(&mut rx, &mut pipeline).await {
+        match step {
+            Step::Text(events) => {
                 for d in deltas(events) {
                     let lp = std::mem::take(&mut tokens.logprobs);
                     open = open && send(chunk(&app, &k, d, None, lp)).await;
@@ -271,12 +279,12 @@ pub async fn stream<B: Backend>(
                     break; // the client went away: dropping `rx` stops its generation
                 }
             }
-            GenEvent::Failed(e) => {
+            Step::Failed(e) => {
                 let err = ApiError::internal(e);
                 let _ = send(Event::default().data(err.body().to_string())).await;
                 break;
             }
-            GenEvent::Done(g) => {
+            Step::Done(g) => {
                 for d in deltas(pipeline.finish()) {
                     let lp = std::mem::take(&mut tokens.logprobs);
                     open = open && send(chunk(&app, &k, d, None, lp)).await;

@@ -33,6 +33,7 @@
 pub mod ggml;
 mod isa;
 mod matmul;
+mod part;
 mod portable;
 mod storage;
 mod tensor;

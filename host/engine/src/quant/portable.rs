@@ -3,7 +3,7 @@
 
 #[cfg(target_arch = "x86_64")]
 use super::isa::{simd, Simd};
-use super::matmul::Part;
+use super::part::Part;
 use super::storage::Decode;
 use super::PASS_ROWS;
 use crate::kernels::sum16;

@@ -61,8 +61,10 @@ pub fn read_jsonl_series(path: &Path, x_key: &str) -> Result<JsonlSeries> {
         let object = match serde_json::from_str::<Value>(line) {
             Ok(Value::Object(o)) => o,
             Ok(other) => {
-                out.warnings
-                    .push(format!("{at}: not a JSON object ({})", kind(&other)));
+                out.warnings.push(format!(
+                    "{at}: not a JSON object ({})",
+                    openclaw_chat::json_kind(&other)
+                ));
                 continue;
             }
             Err(e) => {
@@ -115,17 +117,6 @@ fn flatten(prefix: &str, object: &Map<String, Value>, out: &mut Vec<(String, f64
             // Nulls (a NaN serialised by serde_json), strings, booleans and arrays are not points.
             _ => {}
         }
-    }
-}
-
-fn kind(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
     }
 }
 

@@ -8,7 +8,7 @@
 
 use std::arch::x86_64::*;
 
-use super::matmul::Part;
+use super::part::Part;
 use super::storage::{Q4Decoder, Q8Decoder};
 use super::{EIGHT_ROWS_MAX_COLS, PASS_ROWS};
 use crate::kernels::{sum16, sum8};

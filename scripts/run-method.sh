@@ -30,8 +30,10 @@ if [[ ! -x "$BIN" ]]; then
 fi
 if [[ -n "${DATA_PATH:-}" ]]; then
   # shellcheck disable=SC2086 # the groups are word lists
-  exec "$BIN" train --plugin "$METHOD_DIR" --data-path "$DATA_PATH" $CKPT_ARGS $OPTIMIZER_ARGS \
-    $LORA_ARGS --rollout-batch-size 16 "${JUDGE_ARGS[@]}" "$@"
+  # Every flag group in every mode: offline training reads the batch size and the judge's
+  # flags from ROLLOUT_ARGS as a live run does.
+  exec "$BIN" train --plugin "$METHOD_DIR" --data-path "$DATA_PATH" $CKPT_ARGS $ROLLOUT_ARGS \
+    $OPTIMIZER_ARGS $LORA_ARGS "${JUDGE_ARGS[@]}" "$@"
 fi
 # shellcheck disable=SC2086
 exec "$BIN" run --plugin "$METHOD_DIR" $CKPT_ARGS $ROLLOUT_ARGS $OPTIMIZER_ARGS $LORA_ARGS \

@@ -145,8 +145,9 @@ pub struct ReadResult {
 /// 16 MiB is some four million tokens of text, far past any context served here.
 pub const MAX_RECORD_BYTES: usize = 16 << 20;
 
-/// Reads a JSONL file (one trajectory per line) or a JSON array of trajectories. Bad records
-/// are reported with file, line and field, and the good ones are still returned.
+/// Reads a JSONL file (one trajectory per line), a JSON array of trajectories, or trajectories
+/// as JSON objects laid out any other way (one pretty-printed object). Bad records are
+/// reported with file, line and field, and the good ones are still returned.
 pub fn read_trajectories(path: &Path) -> Result<ReadResult> {
     read_trajectories_capped(path, MAX_RECORD_BYTES)
 }
@@ -162,7 +163,7 @@ pub fn read_trajectories_capped(path: &Path, cap: usize) -> Result<ReadResult> {
     let file = std::fs::File::open(path)
         .with_context(|| format!("cannot open data file {}", path.display()))?;
     let mut reader = BufReader::new(file);
-    // A JSON array starts with `[`; anything else is read as JSONL.
+    // A JSON array starts with `[`; anything else is read as JSONL first.
     let mut peek = [0u8; 1];
     loop {
         let buf = reader.fill_buf()?;
@@ -246,7 +247,34 @@ pub fn read_trajectories_capped(path: &Path, cap: usize) -> Result<ReadResult> {
                 .push(format!("{name}:{line_no}: invalid JSON: {e}")),
         }
     }
+    if peek[0] == b'{' && out.trajectories.is_empty() && !out.errors.is_empty() {
+        // Not JSON Lines: one pretty-printed object (what the original's how-to calls a JSON
+        // trajectory file), or several one after another, within the cap of one record.
+        if let Some(whole) = read_objects(path, &name, cap)? {
+            return Ok(whole);
+        }
+    }
     Ok(out)
+}
+
+/// The file as JSON objects one after another, however they are laid out; `None` when it is
+/// larger than `cap` or is not that.
+fn read_objects(path: &Path, name: &str, cap: usize) -> Result<Option<ReadResult>> {
+    if std::fs::metadata(path).map(|m| m.len()).unwrap_or(u64::MAX) > cap as u64 {
+        return Ok(None);
+    }
+    let bytes = std::fs::read(path).with_context(|| format!("{name}: cannot read"))?;
+    let mut out = ReadResult::default();
+    for (i, v) in serde_json::Deserializer::from_slice(&bytes)
+        .into_iter::<Value>()
+        .enumerate()
+    {
+        match v {
+            Ok(v) => accept(v, &format!("{name}: object {}", i + 1), &mut out),
+            Err(_) => return Ok(None),
+        }
+    }
+    Ok(Some(out))
 }
 
 fn accept(v: Value, at: &str, out: &mut ReadResult) {
@@ -267,6 +295,30 @@ fn accept(v: Value, at: &str, out: &mut ReadResult) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pretty_printed_objects_are_read_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("data.json");
+        let one = serde_json::json!({"session_id": "a", "turns": [{"type": "main", "prompt": "hi", "response": "hello", "next_state": {"role": "user", "content": "thanks"}, "trainable": true}]});
+        let text = serde_json::to_string_pretty(&one).unwrap();
+        std::fs::write(&path, &text).unwrap();
+        let r = read_trajectories(&path).unwrap();
+        assert!(r.errors.is_empty(), "{:?}", r.errors);
+        assert_eq!(r.trajectories.len(), 1);
+        assert_eq!(r.trajectories[0].session_id, "a");
+        std::fs::write(&path, format!("{text}\n{text}\n")).unwrap();
+        assert_eq!(read_trajectories(&path).unwrap().trajectories.len(), 2);
+        // Broken JSON that is neither still names its lines.
+        std::fs::write(&path, "{\n  \"session_id\": \n").unwrap();
+        let r = read_trajectories(&path).unwrap();
+        assert!(r.trajectories.is_empty());
+        assert!(
+            r.errors[0].contains("data.json:1: invalid JSON"),
+            "{:?}",
+            r.errors
+        );
+    }
 
     #[test]
     fn good_records_are_kept_and_bad_ones_named_by_line_and_field() {

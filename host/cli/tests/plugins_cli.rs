@@ -165,6 +165,29 @@ fn bad_paths_and_manifests_get_clear_errors() {
 
     let o = host(&["plugins", "info", "no-such-plugin"]);
     assert_one_line_error(&o, "no plugin named `no-such-plugin`");
+    // The refusal lists the plugins there are.
+    assert!(
+        error_line(&o).contains("found binary-rl, combine,"),
+        "{}",
+        stderr(&o)
+    );
+
+    // Plugins and environments are found by name from outside the checkout too: beside the
+    // binary that runs.
+    let o = host_in(tmp.path(), &["plugins", "info", "combine"], &[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("combine"), "{}", stdout(&o));
+    let o = host_in(
+        tmp.path(),
+        &["env-pool", "serve", "--env", "no-such-env", "--port", "0"],
+        &[],
+    );
+    assert_one_line_error(&o, "environment `no-such-env`");
+    assert!(
+        error_line(&o).contains("(environments there: terminal, toolcall)"),
+        "{}",
+        stderr(&o)
+    );
 
     let empty = tmp.path().join("empty");
     std::fs::create_dir(&empty).unwrap();

@@ -569,3 +569,128 @@ fn logprobs_are_answered_as_openai_does_and_match_the_recorded_ones() {
         assert!((a - b).abs() < 1e-6, "{a} vs {b}");
     }
 }
+
+/// A request log line per request at info level, with method, path, status, time and (for
+/// chat) tokens, never the content or the key; the public-bind warning said once, naming the
+/// variable that sets the key.
+#[test]
+fn every_request_gets_one_log_line_without_its_content_or_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let log = tmp.path().join("access.err");
+    let (child, url) = spawn_listening(
+        host_command(tmp.path())
+            .arg("serve")
+            .arg("--model-path")
+            .arg(&model)
+            .args(["--port", "0", "--api-key", "sk-private-9"])
+            .arg("--rl-buffer-dir")
+            .arg(tmp.path().join("rl_buffer"))
+            .env("RUST_LOG", "openclaw_server::access=info")
+            .stdout(Stdio::null()),
+        &log,
+        Duration::from_secs(60),
+    );
+    let server = Server { child, url };
+    let post = |body: Value, key: &str| {
+        ureq::post(&format!("{}/v1/chat/completions", server.url))
+            .header("authorization", &format!("Bearer {key}"))
+            .config()
+            .http_status_as_error(false)
+            .build()
+            .send_json(body)
+            .unwrap()
+            .into_body()
+            .read_to_string()
+            .unwrap()
+    };
+    let secret = "the owl keeps a secret";
+    post(
+        serde_json::json!({"messages": [{"role": "user", "content": secret}], "max_tokens": 3}),
+        "sk-private-9",
+    );
+    post(
+        serde_json::json!({"messages": [{"role": "user", "content": secret}], "max_tokens": 3, "stream": true}),
+        "sk-private-9",
+    );
+    post(
+        serde_json::json!({"messages": [{"role": "user", "content": secret}]}),
+        "wrong-key",
+    );
+    ureq::get(&format!("{}/healthz", server.url))
+        .call()
+        .unwrap();
+    // The stream's line is written when it ends, after its last event reached the client.
+    // Lines before the first chat are the start's readiness checks.
+    let ours = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter(|l| l.contains("openclaw_server::access"))
+            .skip_while(|l| l.contains("GET /healthz"))
+            .map(str::to_string)
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let text = loop {
+        let text = std::fs::read_to_string(&log).unwrap();
+        let done =
+            ours(&text).iter().any(|l| l.contains("GET /healthz")) && text.contains(" stream ");
+        if done || Instant::now() > deadline {
+            break text;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let lines = ours(&text);
+    assert_eq!(lines.len(), 4, "{text}");
+    let chat: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("POST /v1/chat/completions 200"))
+        .collect();
+    assert_eq!(chat.len(), 2, "{text}");
+    for l in &chat {
+        assert!(
+            l.contains(" ms, ")
+                && l.contains(" prompt + ")
+                && l.contains(" completion tokens, session "),
+            "{l}"
+        );
+    }
+    assert_eq!(
+        chat.iter().filter(|l| l.contains("200 stream")).count(),
+        1,
+        "{text}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("POST /v1/chat/completions 401")),
+        "{text}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("GET /healthz 200")),
+        "{text}"
+    );
+    assert!(
+        !text.contains("owl") && !text.contains("sk-private-9"),
+        "{text}"
+    );
+    drop(server);
+
+    // Bound to every address without a key: warned about once, naming the variable.
+    let log = tmp.path().join("open.err");
+    let (child, url) = spawn_listening(
+        host_command(tmp.path())
+            .arg("serve")
+            .arg("--model-path")
+            .arg(&model)
+            .args(["--host", "0.0.0.0", "--port", "0"])
+            .arg("--rl-buffer-dir")
+            .arg(tmp.path().join("rl_buffer_open"))
+            .stdout(Stdio::null()),
+        &log,
+        Duration::from_secs(60),
+    );
+    let _server = Server { child, url };
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text.matches("without an API key").count(), 1, "{text}");
+    assert!(text.contains("--api-key (OPENCLAW_API_KEY)"), "{text}");
+}

@@ -116,7 +116,8 @@ pub const KEYS: &[KeySpec] = &[
         "model_path",
         Str,
         "\"\"",
-        &["MODEL_PATH"],
+        // BASE_MODEL_PATH: what the original's server how-to names the served model.
+        &["MODEL_PATH", "BASE_MODEL_PATH"],
         "model-path",
         "the policy model (HF directory or GGUF); empty: the built-in tiny model",
     ),

@@ -155,6 +155,40 @@ pub const NOT_YET: &[(&str, &str)] = &[
     ),
 ];
 
+/// The original's environment variables that nothing here reads, each with why and what to do
+/// instead: refused when set, so a user of the original is not left believing they took effect.
+pub const UNREAD_ENV: &[(&str, &str)] = &[
+    (
+        "TINKER_API_KEY",
+        "Tinker (the original's hosted training service) is not used: this host trains on this machine and its GPUs (TRAIN_GPUS); unset it",
+    ),
+    (
+        "TINKER_ENDPOINT",
+        "Tinker (the original's hosted training service) is not used: this host trains on this machine and its GPUs (TRAIN_GPUS); unset it",
+    ),
+    (
+        "SCREENSHOT_BACKEND",
+        "the GUI environment track is not built yet (`--env toolcall` and `--env terminal` are); unset it",
+    ),
+    (
+        "SWE_BENCH_PATH",
+        "the SWE environment track is not built yet (`--env toolcall` and `--env terminal` are); unset it",
+    ),
+];
+
+/// Settings that only an environment run (`--env`) reads.
+pub const ENV_ONLY: [&str; 9] = [
+    "env_config",
+    "tools_config",
+    "env_pool_url",
+    "env_pool_api_key",
+    "env_split",
+    "max_episode_steps",
+    "env_call_timeout",
+    "env_eval_interval",
+    "env_eval_tasks",
+];
+
 /// The refusal of `key` when it is in [`NOT_YET`].
 pub fn not_yet(key: &str) -> Option<String> {
     NOT_YET
@@ -163,7 +197,32 @@ pub fn not_yet(key: &str) -> Option<String> {
         .map(|(_, why)| format!("not supported yet: {why}"))
 }
 
+/// The refusal of a Python file given where the original took one: plugins here are Rust
+/// crates, and the scaffold of one (`name`, of `kind`) is one command away.
+fn python_path(path: &str, name: &str, kind: &str) -> Option<String> {
+    path.trim().ends_with(".py").then(|| {
+        format!(
+            "is a Python file; plugins here are Rust crates: `openclaw-host plugins new {name} --kind {kind}` scaffolds one to port it into, then give its directory"
+        )
+    })
+}
+
 const RULES: &[Rule] = &[
+    ("plugin", |c| {
+        python_path(&c.plugin, "my-method", "loss,reward")
+    }),
+    ("custom_loss_function_path", |c| {
+        python_path(&c.custom_loss_function_path, "my-loss", "loss")
+    }),
+    ("custom_rm_path", |c| {
+        python_path(&c.custom_rm_path, "my-reward", "reward")
+    }),
+    ("rollout_function_path", |c| {
+        python_path(&c.rollout_function_path, "my-rollout", "rollout")
+    }),
+    ("custom_generate_function_path", |c| {
+        python_path(&c.custom_generate_function_path, "my-generate", "generate")
+    }),
     ("backend", |c| {
         one_of(&c.backend, &["embedded", "sglang", "vllm"]).or_else(|| {
             (c.backend != "embedded").then(|| {
@@ -294,7 +353,8 @@ const RULES: &[Rule] = &[
             .then(|| "needs --data-path: the prompts (a task file, JSONL) it generates for".into())
     }),
     ("env", |c| {
-        // The environment's settings mean nothing without one.
+        // The environment's settings mean nothing without one (`resolve` names the one set and
+        // where it came from; the keys are [`ENV_ONLY`]).
         let set: Vec<&str> = [
             ("env_config", !c.env_config.is_empty()),
             ("tools_config", !c.tools_config.is_empty()),
@@ -546,7 +606,11 @@ mod tests {
         // An environment's settings without an environment.
         for (key, value) in [("max_episode_steps", "4"), ("env_split", "eval")] {
             let e = resolve_with(key, value).err().unwrap().to_string();
-            assert!(e.contains(key) && e.contains("give --env"), "{e}");
+            assert!(
+                e.starts_with(&format!("`{key}` = "))
+                    && e.contains("applies only to an environment run: give --env"),
+                "{e}"
+            );
         }
         assert_eq!(RunConfig::defaults().group_size(), DEFAULT_GROUP_SIZE);
         // Groups are for environment episodes, and there they need two members at least.

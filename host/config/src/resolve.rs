@@ -173,6 +173,11 @@ pub fn resolve(inputs: &ConfigInputs, plugins: &PluginConfigs) -> Result<Resolve
         }
     }
 
+    for (var, why) in crate::UNREAD_ENV {
+        if (inputs.env)(var).is_some_and(|v| !v.trim().is_empty()) {
+            bail!("{var} is set, but nothing here reads it: {why}");
+        }
+    }
     for k in KEYS {
         for var in k.env {
             if let Some(raw) = (inputs.env)(var) {
@@ -241,8 +246,46 @@ pub fn resolve(inputs: &ConfigInputs, plugins: &PluginConfigs) -> Result<Resolve
         .map_err(|e: toml::de::Error| anyhow!("invalid configuration: {}", e.message().trim()))?;
     // Type-level range problems (a negative port, say) surface in try_into above; value rules here.
     if let Err((key, problem)) = config.validate() {
+        if key == "env" {
+            // An environment's setting without an environment: name the setting and its
+            // source (a leftover MAX_STEPS, say), not the empty `env`.
+            let set = crate::ENV_ONLY
+                .iter()
+                .map(|k| (k, &values[k]))
+                .find(|(_, (_, src))| !matches!(src, Source::Default));
+            if let Some((k, (v, src))) = set {
+                bail!(
+                    "`{k}` = {v} (from {src}) applies only to an environment run: give --env \
+                     (ENV_TYPE), or leave it out"
+                );
+            }
+        }
         let (v, src) = &values[key];
         bail!("invalid value for `{key}` = {v} (from {src}): {problem}");
+    }
+    // The original's how-to sets LORA_ARGS="--lora-rank 64 ..." without --use-lora; training
+    // full weights then, without a word, is not what was asked.
+    if !config.use_lora {
+        let asked = [
+            "lora_rank",
+            "lora_alpha",
+            "lora_dropout",
+            "lora_target_modules",
+        ]
+        .into_iter()
+        .find(|k| {
+            matches!(
+                values[k].1,
+                Source::File(_) | Source::Env(_) | Source::Flag(_)
+            )
+        });
+        if let Some(key) = asked {
+            let (v, src) = &values[key];
+            bail!(
+                "`{key}` = {v} (from {src}) sets up LoRA adapters, but use_lora is off: add \
+                 --use-lora to train adapters, or leave the LoRA settings out to train every weight"
+            );
+        }
     }
     let ordered = KEYS
         .iter()
@@ -623,5 +666,56 @@ mod tests {
         )
         .unwrap_err();
         assert!(e.to_string().contains("unknown module `qkv`"), "{e}");
+        // The original's variables: read where there is an equivalent, refused by name where not.
+        let r = resolve(&inputs(&[("BASE_MODEL_PATH", "/m")], &[], &[], None), &none).unwrap();
+        assert_eq!(r.config.model_path, "/m");
+        for var in ["TINKER_API_KEY", "SWE_BENCH_PATH"] {
+            let e = resolve(&inputs(&[(var, "x")], &[], &[], None), &none).unwrap_err();
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("{var} is set, but nothing here reads it")),
+                "{e}"
+            );
+        }
+        // A Python file where the original took one names the command that scaffolds a plugin.
+        let e = resolve(
+            &inputs(
+                &[],
+                &[("custom_loss_function_path", "./my_method/custom_loss.py")],
+                &[],
+                None,
+            ),
+            &none,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("is a Python file; plugins here are Rust crates: `openclaw-host plugins new my-loss --kind loss`"),
+            "{e}"
+        );
+        // LoRA settings without use_lora are refused by name, wherever they come from.
+        let e = resolve(
+            &inputs(
+                &[],
+                &[("lora_rank", "64"), ("lora_alpha", "128")],
+                &[],
+                None,
+            ),
+            &none,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("`lora_rank` = 64 (from flag --lora-rank) sets up LoRA adapters, but use_lora is off: add --use-lora"),
+            "{e}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("run.toml");
+        std::fs::write(&file, "lora_dropout = 0.05\n").unwrap();
+        let e = resolve(&inputs(&[], &[], &[], Some(file)), &none).unwrap_err();
+        assert!(
+            e.to_string().contains("`lora_dropout` = 0.05 (from file"),
+            "{e}"
+        );
     }
 }

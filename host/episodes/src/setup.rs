@@ -12,17 +12,46 @@ use super::TimedEnv;
 use openclaw_plugins::instance::TracingLog;
 use openclaw_plugins::{EnvHandle, LoadedPlugin};
 
-/// A crate directory, a library, or a name under `envs/`.
+/// A crate directory, a library, or a name under `envs/` of the project root or of the
+/// install root (see [`openclaw_plugins::discover::roots`]).
 pub fn env_location(spec: &str) -> Result<PathBuf> {
     let p = PathBuf::from(spec);
     if p.exists() {
         return Ok(p);
     }
-    let named = Path::new("envs").join(spec);
-    if !spec.contains('/') && named.join("plugin.toml").is_file() {
-        return Ok(named);
+    let folders: Vec<PathBuf> = openclaw_plugins::discover::roots()
+        .into_iter()
+        .map(|r| r.join("envs"))
+        .collect();
+    if !spec.contains('/') {
+        if let Some(named) = folders
+            .iter()
+            .map(|f| f.join(spec))
+            .find(|d| d.join("plugin.toml").is_file())
+        {
+            return Ok(named);
+        }
     }
-    bail!("environment `{spec}`: no such crate directory or library, and no envs/{spec}/plugin.toml here")
+    let mut known: Vec<String> = folders
+        .iter()
+        .flat_map(|f| openclaw_plugins::discover::crates_in(f))
+        .filter_map(|d| Some(d.file_name()?.to_string_lossy().into_owned()))
+        .collect();
+    known.sort();
+    known.dedup();
+    bail!(
+        "environment `{spec}`: no such crate directory or library, and no {spec}/plugin.toml in {} (environments there: {})",
+        folders
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        if known.is_empty() {
+            "none".to_string()
+        } else {
+            known.join(", ")
+        }
+    )
 }
 
 /// The files that configure an environment.
@@ -41,19 +70,39 @@ pub struct EnvFiles {
 }
 
 /// Reads a `TOOLS_CONFIG` file: TOML with a `[tools]` table and nothing else (anything else
-/// would be read by no one).
+/// would be read by no one), or the same as a JSON object (`{"tools": {"<name>": {...}}}`, as
+/// the original's how-to names a `tools_config.json`); returns it as TOML.
 fn tools_text(path: &Path) -> Result<String> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading the tools configuration {}", path.display()))?;
-    let table: toml::Table =
-        toml::from_str(&text).with_context(|| format!("{}: not TOML", path.display()))?;
+    // TOML first (whose tables start with `[` too), then JSON.
+    let table: toml::Table = match toml::from_str(&text) {
+        Ok(t) => t,
+        Err(toml_error) => match serde_json::from_str::<serde_json::Value>(&text) {
+            Ok(serde_json::Value::Array(_)) => bail!(
+                "{}: a JSON array is not a tools configuration; TOOLS_CONFIG sets the environment's own tools as {{\"tools\": {{\"<name>\": {{...}}}}}} (JSON) or [tools.<name>] tables (TOML), and the tool definitions the agent sees come from the environment",
+                path.display()
+            ),
+            Ok(v) => match toml::Value::try_from(v) {
+                Ok(toml::Value::Table(t)) => t,
+                _ => bail!(
+                    "{}: a JSON tools configuration is an object without nulls",
+                    path.display()
+                ),
+            },
+            Err(_) => {
+                return Err(anyhow::Error::new(toml_error)
+                    .context(format!("{}: neither TOML nor JSON", path.display())))
+            }
+        },
+    };
     if let Some(k) = table.keys().find(|k| *k != "tools") {
         bail!(
             "{}: `{k}` is not a tools table; TOOLS_CONFIG lists tools as [tools.<name>] tables",
             path.display()
         );
     }
-    Ok(text)
+    Ok(toml::to_string(&table)?)
 }
 
 /// Opens the environment `spec` configured by `files`, building the plugin when its library
@@ -228,6 +277,20 @@ mod tests {
         std::fs::write(&p, "[code_interpreter]\nmax_calls = 2\n").unwrap();
         let e = tools_text(&p).unwrap_err().to_string();
         assert!(e.contains("`code_interpreter` is not a tools table"), "{e}");
+        // The same as JSON, as the original's how-to names it.
+        let j = dir.path().join("tools_config.json");
+        std::fs::write(&j, r#"{"tools": {"code_interpreter": {"max_calls": 2}}}"#).unwrap();
+        let t: toml::Table = toml::from_str(&tools_text(&j).unwrap()).unwrap();
+        assert_eq!(
+            t["tools"]["code_interpreter"]["max_calls"].as_integer(),
+            Some(2)
+        );
+        std::fs::write(&j, r#"[{"type": "function"}]"#).unwrap();
+        let e = tools_text(&j).unwrap_err().to_string();
+        assert!(
+            e.contains("a JSON array is not a tools configuration"),
+            "{e}"
+        );
     }
 
     #[test]

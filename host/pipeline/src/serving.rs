@@ -142,11 +142,9 @@ where
 pub fn warn_if_open(host: &str, api_key: &str) -> bool {
     let open = api_key.is_empty() && !openclaw_config::access::loopback(host);
     if open {
-        tracing::warn!(
-            "listening on {host} without an API key: any machine that reaches this port can use the model and feed the training buffer; set --api-key (API_KEY) or bind 127.0.0.1"
-        );
+        // Once, on stderr whatever RUST_LOG says: this is about who can reach the model.
         eprintln!(
-            "warning: listening on {host} without an API key: any machine that reaches this port can use the model and feed the training buffer; set --api-key or bind 127.0.0.1"
+            "warning: listening on {host} without an API key: any machine that reaches this port can use the model and feed the training buffer; set --api-key (OPENCLAW_API_KEY) or bind 127.0.0.1"
         );
     }
     open

@@ -9,14 +9,35 @@ pub const PLUGIN_FOLDERS: [&str; 3] = ["methods", "examples", "envs"];
 
 /// The folders searched for plugins by name: `OPENCLAW_PLUGIN_PATH` (separated like `PATH`),
 /// then `methods/`, `examples/` and `envs/` of the project root (the current directory or the
-/// nearest ancestor that has a `methods/` folder).
+/// nearest ancestor that has a `methods/` folder) and of the install root (the nearest
+/// ancestor of the running binary with one), so a built binary finds its plugins from any
+/// directory.
 pub fn search_path() -> Vec<PathBuf> {
     let mut out = Vec::new();
     if let Some(extra) = std::env::var_os("OPENCLAW_PLUGIN_PATH") {
         out.extend(std::env::split_paths(&extra).filter(|p| !p.as_os_str().is_empty()));
     }
-    if let Some(root) = project_root() {
-        out.extend(PLUGIN_FOLDERS.iter().map(|f| root.join(f)));
+    for folder in roots()
+        .into_iter()
+        .flat_map(|root| PLUGIN_FOLDERS.map(|f| root.join(f)))
+    {
+        if !out.contains(&folder) {
+            out.push(folder);
+        }
+    }
+    out
+}
+
+/// The project root, then the install root when it is another folder.
+pub fn roots() -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = project_root().into_iter().collect();
+    if let Some(install) = install_root() {
+        let same = out
+            .iter()
+            .any(|r| r.canonicalize().ok() == install.canonicalize().ok());
+        if !same {
+            out.push(install);
+        }
     }
     out
 }
@@ -28,6 +49,16 @@ pub fn project_root() -> Option<PathBuf> {
         .find(|d| d.join("methods").is_dir())
         .map(Path::to_path_buf)
         .or(Some(cwd))
+}
+
+/// The nearest ancestor of the running binary with a `methods/` folder (a binary built in a
+/// checkout, `target/release/openclaw-host`, or installed beside one).
+pub fn install_root() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?.canonicalize().ok()?;
+    exe.ancestors()
+        .skip(1)
+        .find(|d| d.join("methods").is_dir())
+        .map(Path::to_path_buf)
 }
 
 /// The plugin crates in `dir`: `dir` itself when it has a `plugin.toml`, else each
@@ -67,14 +98,28 @@ pub fn resolve(spec: &str) -> Result<PathBuf> {
     }
     match found.len() {
         1 => Ok(found.pop().unwrap()),
-        0 => bail!(
-            "no plugin named `{spec}` (searched {}; give a crate directory or a library path instead)",
-            roots
+        0 => {
+            let mut names: Vec<String> = roots
                 .iter()
-                .map(|r| r.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+                .flat_map(|r| crates_in(r))
+                .filter_map(|d| PluginToml::read(&d).ok().map(|t| t.name))
+                .collect();
+            names.sort();
+            names.dedup();
+            bail!(
+                "no plugin named `{spec}` (searched {}; found {}; give a crate directory or a library path instead)",
+                roots
+                    .iter()
+                    .map(|r| r.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            )
+        }
         _ => bail!(
             "two plugins are named `{spec}`: {} (give a directory instead)",
             found

@@ -122,11 +122,29 @@ where
             .map_err(ApiError::from)
     }
 
-    fn done(&self) {
+    /// Counts the request's time and writes its log line.
+    fn done(&self, g: &Generation) {
         self.app
             .metrics
             .request_seconds
             .observe(self.started.elapsed().as_secs_f64());
+        self.log_line("200", Some(g.token_ids.len()));
+    }
+
+    /// The request's line in the request log (no content, no key): its outcome, time and
+    /// tokens.
+    fn log_line(&self, outcome: &str, completion_tokens: Option<usize>) {
+        let k = self.k;
+        tracing::info!(
+            target: crate::routes::ACCESS_LOG,
+            "POST /v1/chat/completions {outcome}{} {:.1} ms, {} prompt + {} completion tokens, session {} turn {}",
+            if k.request.stream { " stream" } else { "" },
+            self.started.elapsed().as_secs_f64() * 1e3,
+            k.prompt_ids.len(),
+            completion_tokens.map_or("?".to_string(), |n| n.to_string()),
+            k.assignment.session_id,
+            k.assignment.turn_index,
+        );
     }
 }
 
@@ -197,7 +215,7 @@ where
                 pipeline.finish();
                 let m = pipeline.message().clone();
                 tokens.record(&g, &m)?;
-                tokens.done();
+                tokens.done(&g);
                 let logprobs = std::mem::take(&mut tokens.logprobs);
                 return Ok(json!({
                     "id": k.id,
@@ -276,10 +294,12 @@ pub async fn stream<B: Backend>(
                     open = open && send(chunk(&app, &k, d, None, lp)).await;
                 }
                 if !open {
+                    tokens.log_line("200 (client went away)", None);
                     break; // the client went away: dropping `rx` stops its generation
                 }
             }
             Step::Failed(e) => {
+                tokens.log_line("200 (generation failed)", None);
                 let err = ApiError::internal(e);
                 let _ = send(Event::default().data(err.body().to_string())).await;
                 break;
@@ -291,6 +311,7 @@ pub async fn stream<B: Backend>(
                 }
                 let m = pipeline.message().clone();
                 if let Err(e) = tokens.record(&g, &m) {
+                    tokens.log_line("200 (not recorded)", Some(g.token_ids.len()));
                     let _ = send(Event::default().data(e.body().to_string())).await;
                     break;
                 }
@@ -302,7 +323,7 @@ pub async fn stream<B: Backend>(
                     let _ = send(Event::default().data(body.to_string())).await;
                 }
                 let _ = send(Event::default().data("[DONE]")).await;
-                tokens.done();
+                tokens.done(&g);
                 break;
             }
         }

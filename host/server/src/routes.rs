@@ -53,7 +53,33 @@ where
         // The chat handler reads the body itself, after the key and admission, with its own
         // limit (so the answer is OpenAI-shaped); no extractor reads one before it.
         .layer(DefaultBodyLimit::disable())
+        .layer(axum::middleware::from_fn(access_log))
         .with_state(app)
+}
+
+/// The target of the request log: `RUST_LOG=openclaw_server::access=info` shows it alone.
+pub const ACCESS_LOG: &str = "openclaw_server::access";
+
+/// Marks a chat answer that writes its own log line when it ends, with its tokens.
+#[derive(Clone, Copy)]
+pub(crate) struct LogsItself;
+
+/// One line per request at info level: method, path, status and time; never the body or the
+/// key. A chat answer logs its own line when it ends (see [`LogsItself`]).
+async fn access_log(request: Request, next: axum::middleware::Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    if response.extensions().get::<LogsItself>().is_none() {
+        tracing::info!(
+            target: ACCESS_LOG,
+            "{method} {path} {} {:.1} ms",
+            response.status().as_u16(),
+            started.elapsed().as_secs_f64() * 1e3
+        );
+    }
+    response
 }
 
 /// Seconds since the epoch, as OpenAI's `created`.
@@ -326,12 +352,16 @@ where
             started,
         ));
         admission::count(&app.metrics, StatusCode::OK);
-        Ok(Sse::new(ReceiverStream::new(out))
+        let mut response = Sse::new(ReceiverStream::new(out))
             .keep_alive(KeepAlive::default())
-            .into_response())
+            .into_response();
+        response.extensions_mut().insert(LogsItself);
+        Ok(response)
     } else {
         let r = answer::whole(app.clone(), keeper, rx, pipeline, started).await?;
         admission::count(&app.metrics, StatusCode::OK);
-        Ok(Json(r).into_response())
+        let mut response = Json(r).into_response();
+        response.extensions_mut().insert(LogsItself);
+        Ok(response)
     }
 }

@@ -47,6 +47,9 @@ pub fn host_command(dir: &Path) -> Command {
             cmd.env_remove(var);
         }
     }
+    for (var, _) in openclaw_config::UNREAD_ENV {
+        cmd.env_remove(var);
+    }
     for var in OTHER_VARS {
         cmd.env_remove(var);
     }

@@ -136,7 +136,7 @@ where
     fn log_line(&self, outcome: &str, completion_tokens: Option<usize>) {
         let k = self.k;
         tracing::info!(
-            target: crate::routes::ACCESS_LOG,
+            target: crate::ACCESS_LOG,
             "POST /v1/chat/completions {outcome}{} {:.1} ms, {} prompt + {} completion tokens, session {} turn {}",
             if k.request.stream { " stream" } else { "" },
             self.started.elapsed().as_secs_f64() * 1e3,

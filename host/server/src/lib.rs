@@ -16,6 +16,9 @@ pub mod text;
 
 pub use routes::router;
 
+/// The target of the request log: `RUST_LOG=openclaw_server::access=info` shows it alone.
+pub const ACCESS_LOG: &str = "openclaw_server::access";
+
 use burn::prelude::Backend;
 use openclaw_collect::TurnDesk;
 use openclaw_metrics::Metrics;

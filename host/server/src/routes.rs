@@ -57,9 +57,6 @@ where
         .with_state(app)
 }
 
-/// The target of the request log: `RUST_LOG=openclaw_server::access=info` shows it alone.
-pub const ACCESS_LOG: &str = "openclaw_server::access";
-
 /// Marks a chat answer that writes its own log line when it ends, with its tokens.
 #[derive(Clone, Copy)]
 pub(crate) struct LogsItself;
@@ -73,7 +70,7 @@ async fn access_log(request: Request, next: axum::middleware::Next) -> Response 
     let response = next.run(request).await;
     if response.extensions().get::<LogsItself>().is_none() {
         tracing::info!(
-            target: ACCESS_LOG,
+            target: crate::ACCESS_LOG,
             "{method} {path} {} {:.1} ms",
             response.status().as_u16(),
             started.elapsed().as_secs_f64() * 1e3

@@ -169,10 +169,32 @@ fn world(flags: &EvalFlags, eval_tasks: usize) -> Result<i32> {
     Ok(0)
 }
 
-/// The base model a checkpoint names (its trainer_state.json), when `model` is one.
+/// The base model a checkpoint names (its trainer_state.json), when `model` is one and that
+/// model is still there; otherwise why there is none, said on stderr.
 fn base_of(model: &Path, save_dir: &Path) -> Option<PathBuf> {
-    let source = openclaw_model_store::resolve(&model.to_string_lossy(), save_dir).ok()?;
-    openclaw_model_store::checkpoints::base_model_of(source.path())
+    let named = openclaw_model_store::resolve(&model.to_string_lossy(), save_dir)
+        .ok()
+        .and_then(|source| openclaw_model_store::checkpoints::base_model_of(source.path()));
+    match named {
+        None => {
+            eprintln!(
+                "{} is not a checkpoint that names its starting model: the suites run on it \
+                 alone (give --base-model-path to compare)",
+                model.display()
+            );
+            None
+        }
+        Some(base) if !base.exists() => {
+            eprintln!(
+                "{} names its starting model {}, which is not there: the suites run on the \
+                 model alone (give --base-model-path to compare)",
+                model.display(),
+                base.display()
+            );
+            None
+        }
+        Some(base) => Some(base),
+    }
 }
 
 /// `eval` on suites: each suite for the model and its base, a table (or JSON) and a PNG.
@@ -365,6 +387,17 @@ fn measure(flags: &EvalFlags, suite: Suite, tasks: &SuiteTasks, model: &Path) ->
                     _ => None,
                 })
                 .collect();
+            // A suite none of whose episodes ran measured nothing: no share, no bar.
+            if records.is_empty() {
+                bail!("the {name} environment gave no tasks to run");
+            }
+            if failures.len() == records.len() {
+                let all = match records.len() {
+                    1 => "its one episode".to_string(),
+                    n => format!("all {n} episodes"),
+                };
+                bail!("{all} failed, so nothing was measured: {}", failures[0]);
+            }
             let note = match failures.first() {
                 Some(why) => format!(
                     "{} of {} episodes failed: {why}",

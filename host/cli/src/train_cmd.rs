@@ -9,7 +9,7 @@ use openclaw_config::backend::{OnBackend, Placement};
 use openclaw_config::RunConfig;
 use openclaw_engine::Model;
 use openclaw_pipeline::training::{last_step, session_options, train_config, TrainSession};
-use openclaw_pipeline::{Dataset, Pipeline};
+use openclaw_pipeline::{DataFile, Dataset, Pipeline};
 use openclaw_plugin_api::PluginKind;
 use openclaw_plugins::RunPlugins;
 use openclaw_trainer::sft::load_jsonl;
@@ -137,8 +137,9 @@ where
         data.untrainable
     );
     let (data_samples, data_skipped) = (data.samples.len(), data.skipped.len());
+    let file = DataFile::read(Path::new(&cfg.data_path), data_samples as u64)?;
     let mut pipeline =
-        Pipeline::<B>::offline(&cfg, run, placement, data.samples, num_epochs as u64)?;
+        Pipeline::<B>::offline(&cfg, run, placement, data.samples, num_epochs as u64, file)?;
     if let Some(r) = &pipeline.resumed {
         eprintln!("resumed from {} at step {}", r.checkpoint.display(), r.step);
     }

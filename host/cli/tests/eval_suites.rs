@@ -84,6 +84,63 @@ fn a_task_file_runs_each_suite_it_names_in_its_environment() {
     );
 }
 
+/// A suite whose episodes all failed measured nothing: no share, no bar, the reason instead
+/// (here the sandbox starts but every command in it fails).
+#[test]
+fn a_suite_that_could_not_run_has_no_share() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let model = common::qwen3_tiny(dir);
+    let bin = dir.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let bwrap = bin.join("bwrap");
+    // The start check (`bwrap … true`) passes through to the real bubblewrap; nothing else runs.
+    std::fs::write(
+        &bwrap,
+        "#!/bin/sh\nfor last; do :; done\n[ \"$last\" = true ] && exec /usr/bin/bwrap \"$@\"\n\
+         echo 'bwrap: out of namespaces' >&2\nexit 1\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&bwrap, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let tasks = dir.join("tasks.jsonl");
+    std::fs::write(&tasks, r#"{"suite": "coding", "task": "count-words"}"#).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    let o = host_command(&workspace())
+        .env("PATH", path)
+        .arg("eval")
+        .arg("--model-path")
+        .arg(&model)
+        .arg("--eval-tasks")
+        .arg(&tasks)
+        .args(["--max-new-tokens", "12", "--max-episode-steps", "1"])
+        .args(["--samples-per-prompt", "1", "--json", "--png"])
+        .arg(dir.join("suites.png"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(
+        stderr.contains("is not a checkpoint that names its starting model")
+            && stderr.contains("--base-model-path"),
+        "why there is no base is said: {stderr}"
+    );
+    let report = report(o);
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{report}");
+    let r = &rows[0];
+    assert_eq!(r["suite"], "coding");
+    assert!(
+        r["model"].is_null(),
+        "no share for a suite that did not run: {r}"
+    );
+    let note = r["note"].as_str().unwrap();
+    assert!(
+        note.contains("its one episode failed, so nothing was measured")
+            && note.contains("out of namespaces"),
+        "{note}"
+    );
+}
+
 /// The slow tier: end-to-end runs that take a minute or more. `scripts/test.sh` runs them;
 /// `scripts/test.sh --fast` (which passes `--skip slow::`) leaves them out.
 mod slow {

@@ -143,7 +143,7 @@ fn the_four_loops_run_in_process_resume_and_their_checkpoint_serves() {
 /// `--max-steps` and resumed from its checkpoint, it takes the remaining steps and no more.
 #[test]
 fn offline_training_is_a_pipeline_that_resumes_after_the_consumed_samples() {
-    use openclaw_pipeline::Dataset;
+    use openclaw_pipeline::{DataFile, Dataset};
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let model =
@@ -160,7 +160,7 @@ fn offline_training_is_a_pipeline_that_resumes_after_the_consumed_samples() {
         .collect();
     std::fs::write(&data, lines.join("\n") + "\n").unwrap();
     let d = |p: &str| dir.join(p).display().to_string();
-    let life = |extra: &[(&'static str, String)]| {
+    let offline = |extra: &[(&'static str, String)]| {
         let mut flags = vec![
             (
                 "plugin",
@@ -178,10 +178,12 @@ fn offline_training_is_a_pipeline_that_resumes_after_the_consumed_samples() {
         let cfg = plugins.resolved.config.clone();
         let placement = Placement::all(Default::default());
         let dataset = Dataset::load::<Cpu>(&plugins, &cfg, &placement).unwrap();
-        assert_eq!(dataset.samples.len(), 5);
+        let file = DataFile::read(&data, dataset.samples.len() as u64).unwrap();
+        Pipeline::<Cpu>::offline(&cfg, &plugins, &placement, dataset.samples, 2, file)
+    };
+    let life = |extra: &[(&'static str, String)]| {
         // Two passes over five samples in batches of two: five steps.
-        let pipeline =
-            Pipeline::<Cpu>::offline(&cfg, &plugins, &placement, dataset.samples, 2).unwrap();
+        let pipeline = offline(extra).unwrap();
         let resumed = pipeline
             .resumed
             .as_ref()
@@ -221,4 +223,33 @@ fn offline_training_is_a_pipeline_that_resumes_after_the_consumed_samples() {
         summary.checkpoint.as_deref(),
         Some(dir.join("checkpoints/checkpoint-5").as_path())
     );
+
+    // Resumed again, nothing is left: refused, not "trained 1 steps".
+    let err = offline(&[("resume_from_checkpoint", "latest".into())])
+        .err()
+        .expect("nothing left to train")
+        .to_string();
+    assert!(
+        err.contains(
+            "already trained all 10 positions (5 samples x 2 epochs); nothing is left to train"
+        ),
+        "{err}"
+    );
+
+    // The data file changed under a checkpoint: refused, naming both, unless told.
+    std::fs::write(&data, lines[..4].join("\n") + "\n").unwrap();
+    let at_3 = ("resume_from_checkpoint", d("checkpoints/checkpoint-3"));
+    let err = offline(std::slice::from_ref(&at_3))
+        .err()
+        .expect("changed data refused")
+        .to_string();
+    assert!(
+        err.contains("the data changed since checkpoint")
+            && err.contains("5 samples")
+            && err.contains("now 4 samples")
+            && err.contains("--allow-changed-data"),
+        "{err}"
+    );
+    let pipeline = offline(&[at_3, ("allow_changed_data", "true".into())]).unwrap();
+    assert_eq!(pipeline.resumed.map(|r| r.consumed_through), Some(6));
 }

@@ -775,6 +775,14 @@ pub const KEYS: &[KeySpec] = &[
         "a checkpoint directory, or latest",
     ),
     key(
+        "allow_changed_data",
+        Bool,
+        "false",
+        &[],
+        "allow-changed-data",
+        "resume `train` although its data file changed since the checkpoint",
+    ),
+    key(
         "log_dir",
         Str,
         "\"logs\"",

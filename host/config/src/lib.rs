@@ -117,6 +117,7 @@ pub struct RunConfig {
     pub save_interval: u32,
     pub keep_checkpoints: u32,
     pub resume_from_checkpoint: String,
+    pub allow_changed_data: bool,
     pub log_dir: String,
 }
 

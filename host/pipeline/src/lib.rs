@@ -46,4 +46,6 @@ pub use replay::{replay, ReplayPlan};
 pub use run::{EnvRun, Pipeline, PipelineHandle, ReplayCounts, Resumed};
 pub use samples::SampleMaker;
 pub use serving::Serving;
-pub use train_loop::{ConsumedState, StepEvent, TrainLoop, TrainLoopOptions, TrainSummary};
+pub use train_loop::{
+    ConsumedState, DataFile, StepEvent, TrainLoop, TrainLoopOptions, TrainSummary,
+};

@@ -287,6 +287,7 @@ mod tests {
             &records,
             &ConsumedState {
                 consumed_through: 3,
+                ..Default::default()
             },
         );
         assert_eq!(plan.already_trained, 1);

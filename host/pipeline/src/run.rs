@@ -9,7 +9,9 @@ use super::plugin_samples::PluginFailure;
 use super::producer::{Epochs, Producer};
 use super::samples::QueuedSample;
 use super::serving::{bind, interrupted, serve_on, warn_if_open, Serving};
-use super::train_loop::{ConsumedState, StepEvent, TrainLoop, TrainLoopOptions, TrainSummary};
+use super::train_loop::{
+    ConsumedState, DataFile, StepEvent, TrainLoop, TrainLoopOptions, TrainSummary,
+};
 use crate::training::{last_step, session_options, train_config, TrainSession, RUN_STATE_FILE};
 use anyhow::{anyhow, bail, Context, Result};
 use burn::prelude::Backend;
@@ -139,6 +141,52 @@ pub(crate) fn consumed_state<B: Backend>(session: &TrainSession<B>) -> Result<Co
         .unwrap_or_default())
 }
 
+/// Refuses to resume `train` where the checkpoint's position means nothing for this data: the
+/// file changed since the checkpoint (its first samples would be skipped as trained although
+/// others were), or every position was already trained.
+fn check_resumable(
+    cfg: &RunConfig,
+    resumed: &Resumed,
+    recorded: Option<&DataFile>,
+    file: &DataFile,
+    epochs: u64,
+) -> Result<()> {
+    let at = resumed.checkpoint.display();
+    let skip = resumed.consumed_through;
+    if let Some(was) = recorded.filter(|was| !was.same_contents(file)) {
+        if !cfg.allow_changed_data {
+            bail!(
+                "{}: the data changed since checkpoint {at} was written (it trained on {}: {} \
+                 samples, {} bytes; now {} samples, {} bytes), so resuming would skip the first \
+                 {skip} samples of different data as trained. Start without \
+                 --resume-from-checkpoint, or pass --allow-changed-data to skip them anyway",
+                file.path,
+                was.path,
+                was.samples,
+                was.bytes,
+                file.samples,
+                file.bytes,
+            );
+        }
+        tracing::warn!(
+            "{}: the data changed since checkpoint {at}; skipping its first {skip} samples as \
+             trained (--allow-changed-data)",
+            file.path
+        );
+    }
+    let total = file.samples * epochs;
+    if skip >= total {
+        bail!(
+            "{}: checkpoint {at} already trained all {total} positions ({} samples x {epochs} \
+             epochs); nothing is left to train. Raise --num-epoch, or start without \
+             --resume-from-checkpoint",
+            file.path,
+            file.samples,
+        );
+    }
+    Ok(())
+}
+
 pub(crate) fn resumed<B: Backend>(
     session: &TrainSession<B>,
     consumed: &ConsumedState,
@@ -179,13 +227,16 @@ where
     /// `--rollout-batch-size` through the loss plugin, until the data ends or `--max-steps`.
     /// Nothing serves and nothing is recorded to the buffer; `--resume-from-checkpoint`
     /// continues after the samples the checkpoint consumed, so a run cut short and resumed ends
-    /// with the weights of one that ran straight through.
+    /// with the weights of one that ran straight through. `file` fingerprints the data: a
+    /// checkpoint of another file (or of this one before it changed) is refused unless
+    /// `allow_changed_data`, since the samples it skips as trained are not the ones it trained.
     pub fn offline(
         cfg: &RunConfig,
         plugins: &RunPlugins,
         placement: &Placement<B>,
         samples: Vec<TrainingSample>,
         epochs: u64,
+        file: DataFile,
     ) -> Result<Self> {
         if samples.is_empty() {
             bail!("{}: no trainable samples", cfg.data_path);
@@ -209,12 +260,17 @@ where
         let session = TrainSession::<B>::start(tc, session_options(cfg), &placement.train)?;
         // Checkpoints of `train` record how many samples were consumed both ways; the data
         // position alone is what older ones have.
+        let recorded = consumed_state(&session)?;
         let consumed = ConsumedState {
-            consumed_through: consumed_state(&session)?
+            consumed_through: recorded
                 .consumed_through
                 .max(session.trainer.state().data_position),
+            data: Some(file.clone()),
         };
         let resumed = resumed(&session, &consumed);
+        if let Some(r) = &resumed {
+            check_resumable(cfg, r, recorded.data.as_ref(), &file, epochs)?;
+        }
         let (to_train, rx) = sync_channel(batch * 4);
         let producers: Vec<Box<dyn Producer>> = vec![Box::new(Epochs {
             samples,

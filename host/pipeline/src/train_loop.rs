@@ -24,6 +24,43 @@ use std::time::{Duration, Instant};
 pub struct ConsumedState {
     /// Every sample with a sequence number up to this one was trained or dropped.
     pub consumed_through: u64,
+    /// The data file `train` read (none for live runs, and in checkpoints written before
+    /// files were recorded): a resumed run whose file changed would skip the wrong samples.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<DataFile>,
+}
+
+/// Which data file a `train` checkpoint consumed, enough to tell that it changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DataFile {
+    /// The path as given.
+    pub path: String,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// CRC-32 of its bytes.
+    pub crc32: u32,
+    /// Training samples in one pass over it.
+    pub samples: u64,
+}
+
+impl DataFile {
+    /// Fingerprints the file at `path`, which gave `samples` samples per pass.
+    pub fn read(path: &std::path::Path, samples: u64) -> Result<Self> {
+        use anyhow::Context;
+        let data =
+            std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+        Ok(DataFile {
+            path: path.display().to_string(),
+            bytes: data.len() as u64,
+            crc32: crc32fast::hash(&data),
+            samples,
+        })
+    }
+
+    /// Whether the contents are the same (the path may differ: a moved file is the same data).
+    pub fn same_contents(&self, other: &DataFile) -> bool {
+        (self.bytes, self.crc32, self.samples) == (other.bytes, other.crc32, other.samples)
+    }
 }
 
 /// Settings of the training loop.

@@ -145,7 +145,11 @@ impl<B: Backend> TrainSession<B> {
         if let Some(s) = &source {
             // Checkpoints and adapters name the model itself, not a moving `latest`.
             if config.base_model == opts.model_dir.to_string_lossy() {
-                config.base_model = s.path().display().to_string();
+                // Absolute: `eval` reads it later, from wherever it runs.
+                config.base_model = std::path::absolute(s.path())
+                    .unwrap_or_else(|_| s.path().to_path_buf())
+                    .display()
+                    .to_string();
             }
             opts.model_dir = s.path().to_path_buf();
         }

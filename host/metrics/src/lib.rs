@@ -1,4 +1,5 @@
-//! The host's metrics, served as Prometheus text at `/metrics`.
+//! The host's metrics, served as Prometheus text at `/metrics`, and a writer of TensorBoard
+//! event files ([`tensorboard`]).
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -7,6 +8,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
+
+pub mod tensorboard;
 
 /// Every metric of a process, registered once.
 #[derive(Debug)]

@@ -1,5 +1,9 @@
-//! The host's metrics, served as Prometheus text at `/metrics`, and a writer of TensorBoard
-//! event files ([`tensorboard`]).
+//! The host's metrics, served as Prometheus text at `/metrics`, the history the live dashboard
+//! draws ([`history`]), and a writer of TensorBoard event files ([`tensorboard`]).
+
+pub mod history;
+
+pub use history::{EpisodeView, History};
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -55,12 +59,16 @@ pub struct Metrics {
     pub judged_turns: Family<Vec<(String, String)>, Counter>,
     /// Optimizer steps taken.
     pub train_steps: Counter,
+    /// Samples in the optimizer steps taken (the dashboard's samples per second).
+    pub trained_samples: Counter,
     /// The last training loss.
     pub train_loss: Gauge<f64, AtomicU64>,
     /// Training steps that failed one after another (0 after a step succeeds).
     pub train_failed_in_a_row: Gauge,
     /// Why the last training step failed, while steps keep failing (for `/healthz`).
     pub train_failing: std::sync::Mutex<Option<String>>,
+    /// What the live dashboard draws: series by tag, rates, checkpoints, episodes.
+    pub history: History,
 }
 
 impl Default for Metrics {
@@ -98,9 +106,11 @@ impl Metrics {
             judge_votes: Family::default(),
             judged_turns: Family::default(),
             train_steps: Counter::default(),
+            trained_samples: Counter::default(),
             train_loss: Gauge::default(),
             train_failed_in_a_row: Gauge::default(),
             train_failing: std::sync::Mutex::new(None),
+            history: History::new(),
             registry: Registry::default(),
         };
         registry.register(
@@ -200,6 +210,11 @@ impl Metrics {
             m.judged_turns.clone(),
         );
         registry.register("train_steps", "Optimizer steps", m.train_steps.clone());
+        registry.register(
+            "trained_samples",
+            "Samples in optimizer steps",
+            m.trained_samples.clone(),
+        );
         registry.register("train_loss", "Last training loss", m.train_loss.clone());
         Metrics { registry, ..m }
     }

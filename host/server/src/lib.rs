@@ -6,9 +6,13 @@
 //! deadline, the request's parsing into typed fields with errors that name the field
 //! ([`protocol`]), the prompt, generation, and the answer, plain or streamed ([`answer`]),
 //! whose turn collection records before the client sees its end.
+//!
+//! The live dashboard ([`dashboard`]) is a router of its own, merged into the API's or served
+//! alone by `train`.
 
 pub mod admission;
 pub mod answer;
+pub mod dashboard;
 pub mod error;
 pub mod protocol;
 pub mod routes;

@@ -1,7 +1,9 @@
 //! What every host integration test shares: the workspace and the binary, one environment
 //! hygiene for the binary, free ports, tiny models, the optional SmolLM2 file and the Python
-//! client. Each test file uses a part of it.
+//! client, and a headless browser ([`browser`]). Each test file uses a part of it.
 #![allow(dead_code)]
+
+pub mod browser;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # Types every step of docs/migrating.md in order and checks what each one does.
 #
-#   OPENCLAW_HOST_BIN  the binary (default: target/debug/openclaw-host). OPENCLAW_HOST is taken
-#                      as the binary too when it names an executable file; it is then unset,
-#                      because the binary reads OPENCLAW_HOST as the address to bind.
+#   OPENCLAW_HOST_BIN  the binary (default: target/debug/openclaw-host), as for the launch
+#                      scripts
 #   WORK               a scratch directory (default: a new temporary one, removed on success
 #                      unless KEEP_WORK=1)
 #   PLUGIN_LIB_DIR     where the built plugin libraries are (default: beside the binary); a
@@ -25,9 +24,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 # --- the binary, the scratch directory, the plugins -------------------------------------------
-if [[ -z "${OPENCLAW_HOST_BIN:-}" && -n "${OPENCLAW_HOST:-}" && -f "${OPENCLAW_HOST}" && -x "${OPENCLAW_HOST}" ]]; then
-  OPENCLAW_HOST_BIN="$OPENCLAW_HOST"
-fi
+# OPENCLAW_HOST is the address to bind, as in the original.
 unset OPENCLAW_HOST
 OPENCLAW_HOST_BIN="${OPENCLAW_HOST_BIN:-target/debug/openclaw-host}"
 if [[ ! -x "$OPENCLAW_HOST_BIN" ]]; then

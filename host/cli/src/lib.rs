@@ -20,9 +20,53 @@ pub mod train_cmd;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use flags::RunFlags;
+use flags::For;
 use openclaw_plugin_api::PluginKind;
 use std::path::{Path, PathBuf};
+
+/// `run --help`'s examples.
+const RUN_EXAMPLES: &str = "\
+Examples:
+  # The built-in default model with simulated users: watch it learn (dashboard at /dashboard)
+  openclaw-host run --plugin combine --max-steps 40
+  # Your model, served to your agent on port 8000, learning from its conversations
+  openclaw-host run --plugin binary-rl --model-path ./Qwen3-1.7B --judge self --api-key K
+  # An environment track
+  openclaw-host run --plugin binary-rl --model-path ./model --env toolcall --parallel-envs 4
+  # Settings from a file, one overridden
+  openclaw-host run --config run.toml --set lr=2e-6
+
+Every flag is also a run.toml key (`openclaw-host config` prints them with their sources).";
+
+/// `serve --help`'s examples.
+const SERVE_EXAMPLES: &str = "\
+Examples:
+  openclaw-host serve --model-path ./Qwen3-1.7B --port 8000 --api-key K
+  # The original's server command line works as typed
+  openclaw-host serve --model-path $BASE_MODEL_PATH --port 8000 --enable-rl-intercept --rl-buffer-dir ./rl_buffer
+  # The newest checkpoint of a save directory
+  openclaw-host serve --model-path latest --save-dir ./checkpoints";
+
+/// `train --help`'s examples.
+const TRAIN_EXAMPLES: &str = "\
+Examples:
+  openclaw-host train --plugin binary-rl --model-path ./model --data-path trajectories.jsonl
+  # Two passes, LoRA, resumed from the newest checkpoint
+  openclaw-host train --plugin combine --model-path ./model --data-path t.jsonl --num-epochs 2 \\
+      --use-lora --lora-rank 16 --resume-from-checkpoint latest
+  # Metrics for TensorBoard
+  openclaw-host train --plugin opd --model-path ./model --data-path t.jsonl --tensorboard-dir runs/opd";
+
+/// `sft --help`'s examples.
+const SFT_EXAMPLES: &str = "\
+Examples:
+  openclaw-host sft --model-path ./model --data-path chats.jsonl --lr 3e-4 --save-dir sft";
+
+/// `config --help`'s examples.
+const CONFIG_EXAMPLES: &str = "\
+Examples:
+  # What a launch script's settings resolve to, and where each comes from
+  MODEL_PATH=./model openclaw-host config --plugin binary-rl --lr 1e-6";
 
 /// The `openclaw-host` command line.
 #[derive(Parser, Debug)]
@@ -96,7 +140,8 @@ pub enum Command {
         command: PluginsCommand,
     },
     /// Print the fully resolved run configuration, each value annotated with its source.
-    Config(flags::RunFlags),
+    #[command(after_help = CONFIG_EXAMPLES)]
+    Config(For<flags::All>),
     /// Serve an environment plugin to runs on other machines (the lease protocol; see
     /// `--env-pool-url` of run and eval).
     EnvPool {
@@ -149,7 +194,7 @@ pub enum Command {
     /// report how often they agree.
     JudgeAgreement {
         #[command(flatten)]
-        run: RunFlags,
+        run: For<flags::Judging>,
         #[command(flatten)]
         extra: judge_agreement_cmd::AgreementFlags,
     },
@@ -190,23 +235,27 @@ pub enum Command {
         what: BenchCommand,
     },
     /// Serve the OpenAI-compatible API and record every main turn (no training).
-    Serve(flags::RunFlags),
+    #[command(after_help = SERVE_EXAMPLES)]
+    Serve(For<flags::Serving>),
     /// Serve, collect, judge and train in one process (with no model given: the built-in
     /// default with simulated users, showing the policy learn).
-    Run(flags::RunFlags),
+    #[command(after_help = RUN_EXAMPLES)]
+    Run(For<flags::All>),
     /// RL on trajectory files (`{session_id, turns: [...]}`), scored by their `reward` field or
     /// the method's reward plugin, with the run's optimizer, LoRA and checkpoint settings.
+    #[command(after_help = TRAIN_EXAMPLES)]
     Train {
         #[command(flatten)]
-        run: RunFlags,
+        run: For<flags::Training>,
         #[command(flatten)]
         epochs: train_cmd::EpochFlags,
     },
     /// Supervised fine-tuning on chat conversations (JSONL of `{messages: [...]}`), loss on
     /// assistant tokens only.
+    #[command(after_help = SFT_EXAMPLES)]
     Sft {
         #[command(flatten)]
-        run: RunFlags,
+        run: For<flags::Sft>,
         #[command(flatten)]
         epochs: train_cmd::EpochFlags,
         /// Sequences per optimizer step.

@@ -245,6 +245,7 @@ impl OnBackend for RunOn<'_> {
             let (step, version) = pipeline_start;
             let start = serde_json::json!({"step": step, "weight_version": version, "elapsed_s": 0.0, "eval_solve_rate": e.eval_solve_rate, "eval_tool_call_rate": e.eval_tool_call_rate, "eval_mean_reward": e.eval_mean_reward, "eval_answer_rate": e.eval_answer_rate, "eval_episodes": e.eval_episodes});
             let _ = writeln!(score_log, "{start}");
+            pipeline.metrics().record("score", step, &start);
         }
         let simulated = cfg.simulate_users > 0;
         let step_board = board.clone();
@@ -254,6 +255,7 @@ impl OnBackend for RunOn<'_> {
         let step_last_eval = last_eval.clone();
         let final_step = pipeline.last_step;
         let judge_stats = pipeline.judge_stats.clone();
+        let metrics = pipeline.metrics().clone();
         let on_step = move |ev: &StepEvent| {
             train_s += ev.report.step_time_s;
             let r = &ev.report;
@@ -328,6 +330,21 @@ impl OnBackend for RunOn<'_> {
                 eval,
                 judged: judged.map(|(w, _)| w),
             };
+            // The scoreboard's numbers, for the dashboard and TensorBoard, and the run's reward
+            // curve: the simulated users' preference share, the episodes' solve rate, or the
+            // share of +1 votes of real users' turns.
+            if let Ok(values) = serde_json::to_value(&score) {
+                metrics.record("score", r.step, &values);
+            }
+            let reward = score
+                .window
+                .as_ref()
+                .map(|w| w.preferred)
+                .or(score.episodes.as_ref().map(|e| e.solve_rate))
+                .or(score.judged.as_ref().map(|j| j.vote_pos_share));
+            if let Some(reward) = reward {
+                metrics.record("train", r.step, &serde_json::json!({ "reward": reward }));
+            }
             if let Ok(mut l) = serde_json::to_string(&score) {
                 l.push('\n');
                 let _ = score_log.write_all(l.as_bytes());
@@ -444,8 +461,17 @@ fn report_learning(cfg: &RunConfig, score_path: &Path, board: &Scoreboard) {
     );
     let first = board.by_versions(0, 0);
     let last = board.recent(WINDOW);
+    // A resumed run served nothing with the starting weights: no share to compare with.
+    let start = if first.n == 0 {
+        String::new()
+    } else {
+        format!(
+            "{:.2} with the starting weights (n={}), ",
+            first.preferred, first.n
+        )
+    };
     eprintln!(
-        "first answers meeting the preference: {:.2} with the starting weights (n={}), {:.2} in the last {} (versions {}..{}); on-topic {:.2}, distinct {:.2}",
-        first.preferred, first.n, last.preferred, last.n, last.versions.0, last.versions.1, last.on_topic, last.distinct
+        "first answers meeting the preference: {start}{:.2} in the last {} (versions {}..{}); on-topic {:.2}, distinct {:.2}",
+        last.preferred, last.n, last.versions.0, last.versions.1, last.on_topic, last.distinct
     );
 }

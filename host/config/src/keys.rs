@@ -68,9 +68,88 @@ const fn secret(mut k: KeySpec) -> KeySpec {
 
 use Kind::*;
 
-/// Every run setting, in printout order.
+/// The headings settings are listed under (`--help`, `config`); each command offers the
+/// groups it reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Group {
+    /// The method's plugins.
+    Method,
+    /// The policy model, the data and where checkpoints are.
+    Model,
+    /// The OpenAI-compatible server, sessions and the buffer.
+    Serving,
+    /// Judges and teachers.
+    Judging,
+    /// Batches, staleness, the optimizer and LoRA.
+    Training,
+    /// Environment tracks.
+    Environments,
+    /// Devices.
+    Scale,
+    /// When checkpoints are written and resumed.
+    Checkpoints,
+    /// Logs and metrics files.
+    Logs,
+}
+
+impl Group {
+    /// Every group, in table order.
+    pub const ALL: [Group; 9] = [
+        Group::Method,
+        Group::Model,
+        Group::Serving,
+        Group::Judging,
+        Group::Training,
+        Group::Environments,
+        Group::Scale,
+        Group::Checkpoints,
+        Group::Logs,
+    ];
+
+    /// The heading.
+    pub fn heading(self) -> &'static str {
+        match self {
+            Group::Method => "Method and plugins",
+            Group::Model => "Model and data",
+            Group::Serving => "Serving",
+            Group::Judging => "Judging",
+            Group::Training => "Training",
+            Group::Environments => "Environments",
+            Group::Scale => "Scale (devices)",
+            Group::Checkpoints => "Checkpoints",
+            Group::Logs => "Logs and metrics",
+        }
+    }
+
+    /// The first key of the group in [`KEYS`] (a group runs to the next group's first key).
+    fn first_key(self) -> &'static str {
+        match self {
+            Group::Method => "plugin",
+            Group::Model => "model_path",
+            Group::Serving => "host",
+            Group::Judging => "judge",
+            Group::Training => "rollout_batch_size",
+            Group::Environments => "env",
+            Group::Scale => "backend",
+            Group::Checkpoints => "save_interval",
+            Group::Logs => "log_dir",
+        }
+    }
+
+    /// The group of `key` (none for an unknown key).
+    pub fn of(key: &str) -> Option<Group> {
+        let at = KEYS.iter().position(|k| k.key == key)?;
+        Group::ALL.into_iter().rev().find(|g| {
+            KEYS.iter()
+                .position(|k| k.key == g.first_key())
+                .is_some_and(|start| start <= at)
+        })
+    }
+}
+
+/// Every run setting, in printout order, group by group ([`Group`]).
 pub const KEYS: &[KeySpec] = &[
-    // Plugins
+    // Method
     key(
         "plugin",
         Str,
@@ -111,7 +190,15 @@ pub const KEYS: &[KeySpec] = &[
         "custom-generate-function-path",
         "replace the method's generate function with this plugin's",
     ),
-    // Models and data
+    key(
+        "plugin_timeout",
+        Int,
+        "900",
+        &[],
+        "plugin-timeout",
+        "seconds a loss, rollout or generate plugin call may take before training stops",
+    ),
+    // Model
     key(
         "model_path",
         Str,
@@ -122,54 +209,6 @@ pub const KEYS: &[KeySpec] = &[
         "the policy model (HF directory or GGUF); empty: the built-in tiny model",
     ),
     key(
-        "judge_model_path",
-        Str,
-        "\"\"",
-        &["JUDGE_MODEL_PATH"],
-        "judge-model-path",
-        "the judge model (distillation's hints; the outcome votes too when PRM_MODEL_PATH is not given)",
-    ),
-    key(
-        "prm_model_path",
-        Str,
-        "\"\"",
-        &["PRM_MODEL_PATH"],
-        "prm-model-path",
-        "the judge model answering the outcome (PRM) prompt of binary RL; a sequence classifier here serves --custom-rm-path",
-    ),
-    key(
-        "judge",
-        Str,
-        "\"\"",
-        &["OPENCLAW_JUDGE"],
-        "judge",
-        "judge without a judge model: self (the starting policy judges) or rule (keyword rules written for the simulated users)",
-    ),
-    key(
-        "judge_endpoint",
-        Str,
-        "\"\"",
-        &["JUDGE_ENDPOINT"],
-        "judge-endpoint",
-        "judge with an OpenAI-compatible server at this URL",
-    ),
-    secret(key(
-        "judge_api_key",
-        Str,
-        "\"\"",
-        &["JUDGE_API_KEY"],
-        "judge-api-key",
-        "bearer key for --judge-endpoint",
-    )),
-    key(
-        "judge_model",
-        Str,
-        "\"\"",
-        &["JUDGE_MODEL"],
-        "judge-model",
-        "model id at --judge-endpoint (empty: the first it lists)",
-    ),
-    key(
         "data_path",
         Str,
         "\"\"",
@@ -178,36 +217,12 @@ pub const KEYS: &[KeySpec] = &[
         "trajectory or chat data for offline training",
     ),
     key(
-        "backend",
+        "save_dir",
         Str,
-        "\"embedded\"",
-        &["OPENCLAW_BACKEND"],
-        "backend",
-        "serving engine: embedded, sglang or vllm",
-    ),
-    key(
-        "train_gpus",
-        Str,
-        "\"\"",
-        &["TRAIN_GPUS"],
-        "train-gpus",
-        "devices for training (CUDA ordinals, e.g. 0,1); empty: CPU",
-    ),
-    key(
-        "rollout_gpus",
-        Str,
-        "\"\"",
-        &["ROLLOUT_GPUS"],
-        "rollout-gpus",
-        "devices for serving; empty: CPU",
-    ),
-    key(
-        "prm_gpus",
-        Str,
-        "\"\"",
-        &["PRM_GPUS"],
-        "prm-gpus",
-        "devices for the judge and reward models; empty: CPU",
+        "\"checkpoints\"",
+        &["CKPT_SAVE_DIR"],
+        "save-dir",
+        "where checkpoints go",
     ),
     key(
         "seed",
@@ -370,23 +385,6 @@ pub const KEYS: &[KeySpec] = &[
         "buffer-unwritable-timeout",
         "seconds the buffer may fail to write before run and serve stop (0: never)",
     ),
-    // Containment
-    key(
-        "plugin_timeout",
-        Int,
-        "900",
-        &[],
-        "plugin-timeout",
-        "seconds a loss, rollout or generate plugin call may take before training stops",
-    ),
-    key(
-        "max_failed_steps",
-        Int,
-        "10",
-        &[],
-        "max-failed-steps",
-        "training steps that may fail one after another (a loss error, non-finite values) before the run stops naming the cause",
-    ),
     key(
         "shutdown_grace",
         Int,
@@ -395,7 +393,55 @@ pub const KEYS: &[KeySpec] = &[
         "shutdown-grace",
         "seconds run and serve wait for training and requests to finish when stopping",
     ),
-    // Judge
+    // Judging
+    key(
+        "judge",
+        Str,
+        "\"\"",
+        &["OPENCLAW_JUDGE"],
+        "judge",
+        "judge without a judge model: self (the starting policy judges) or rule (keyword rules written for the simulated users)",
+    ),
+    key(
+        "judge_model_path",
+        Str,
+        "\"\"",
+        &["JUDGE_MODEL_PATH"],
+        "judge-model-path",
+        "the judge model (distillation's hints; the outcome votes too when PRM_MODEL_PATH is not given)",
+    ),
+    key(
+        "prm_model_path",
+        Str,
+        "\"\"",
+        &["PRM_MODEL_PATH"],
+        "prm-model-path",
+        "the judge model answering the outcome (PRM) prompt of binary RL; a sequence classifier here serves --custom-rm-path",
+    ),
+    key(
+        "judge_endpoint",
+        Str,
+        "\"\"",
+        &["JUDGE_ENDPOINT"],
+        "judge-endpoint",
+        "judge with an OpenAI-compatible server at this URL",
+    ),
+    secret(key(
+        "judge_api_key",
+        Str,
+        "\"\"",
+        &["JUDGE_API_KEY"],
+        "judge-api-key",
+        "bearer key for --judge-endpoint",
+    )),
+    key(
+        "judge_model",
+        Str,
+        "\"\"",
+        &["JUDGE_MODEL"],
+        "judge-model",
+        "model id at --judge-endpoint (empty: the first it lists)",
+    ),
     aliased(
         key(
             "majority_vote_n",
@@ -469,14 +515,6 @@ pub const KEYS: &[KeySpec] = &[
         "distill-topk",
         "teacher top-k entries per token for top-k distillation",
     ),
-    key(
-        "batch_timeout",
-        Int,
-        "300",
-        &[],
-        "batch-timeout",
-        "seconds before training takes a partial batch",
-    ),
     // Training
     aliased(
         key(
@@ -499,6 +537,14 @@ pub const KEYS: &[KeySpec] = &[
             "episodes per task, a group for GRPO (0: 8 with --env; live sessions give one sample per turn)",
         ),
         &["n-samples-per-prompt"],
+    ),
+    key(
+        "batch_timeout",
+        Int,
+        "300",
+        &[],
+        "batch-timeout",
+        "seconds before training takes a partial batch",
     ),
     key(
         "max_staleness",
@@ -533,6 +579,14 @@ pub const KEYS: &[KeySpec] = &[
         "stop after this many optimizer steps (0: run until stopped or the data ends)",
     ),
     key(
+        "max_failed_steps",
+        Int,
+        "10",
+        &[],
+        "max-failed-steps",
+        "training steps that may fail one after another (a loss error, non-finite values) before the run stops naming the cause",
+    ),
+    key(
         "simulate_users",
         Int,
         "0",
@@ -547,6 +601,99 @@ pub const KEYS: &[KeySpec] = &[
         &["OPENCLAW_SIMULATE_REQUESTS"],
         "simulate-requests",
         "share of the simulated users' requests that ask for a style in so many words (markdown with a numbered list, or plain text)",
+    ),
+    key(
+        "max_tokens_per_batch",
+        Int,
+        "8192",
+        &[],
+        "max-tokens-per-batch",
+        "token budget of one micro-batch",
+    ),
+    key("lr", Float, "1e-5", &[], "lr", "learning rate"),
+    key(
+        "lr_schedule",
+        Str,
+        "\"constant\"",
+        &[],
+        "lr-schedule",
+        "constant, warmup or cosine",
+    ),
+    key(
+        "lr_warmup_steps",
+        Int,
+        "0",
+        &[],
+        "lr-warmup-steps",
+        "linear warmup steps",
+    ),
+    key(
+        "min_lr",
+        Float,
+        "0.0",
+        &[],
+        "min-lr",
+        "floor of the cosine schedule",
+    ),
+    key(
+        "weight_decay",
+        Float,
+        "0.1",
+        &[],
+        "weight-decay",
+        "AdamW weight decay",
+    ),
+    key("adam_beta1", Float, "0.9", &[], "adam-beta1", "AdamW beta1"),
+    key(
+        "adam_beta2",
+        Float,
+        "0.98",
+        &[],
+        "adam-beta2",
+        "AdamW beta2",
+    ),
+    key("adam_eps", Float, "1e-8", &[], "adam-eps", "AdamW epsilon"),
+    key(
+        "max_grad_norm",
+        Float,
+        "1.0",
+        &[],
+        "max-grad-norm",
+        "global gradient norm clip (0: off)",
+    ),
+    key(
+        "offload_optimizer_state",
+        Bool,
+        "false",
+        &[],
+        "offload-optimizer-state",
+        "keep optimizer moments in host memory",
+    ),
+    key(
+        "use_lora",
+        Bool,
+        "false",
+        &[],
+        "use-lora",
+        "train LoRA adapters instead of all weights",
+    ),
+    key("lora_rank", Int, "16", &[], "lora-rank", "LoRA rank"),
+    key("lora_alpha", Float, "32.0", &[], "lora-alpha", "LoRA alpha"),
+    key(
+        "lora_dropout",
+        Float,
+        "0.0",
+        &[],
+        "lora-dropout",
+        "LoRA dropout",
+    ),
+    key(
+        "lora_target_modules",
+        Str,
+        "\"q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj\"",
+        &[],
+        "lora-target-modules",
+        "projections that get adapters",
     ),
     // Environments
     key(
@@ -648,108 +795,40 @@ pub const KEYS: &[KeySpec] = &[
         "env-eval-tasks",
         "tasks of the eval split each evaluation runs (one greedy episode each)",
     ),
+    // Scale
     key(
-        "max_tokens_per_batch",
-        Int,
-        "8192",
-        &[],
-        "max-tokens-per-batch",
-        "token budget of one micro-batch",
-    ),
-    key("lr", Float, "1e-5", &[], "lr", "learning rate"),
-    key(
-        "lr_schedule",
+        "backend",
         Str,
-        "\"constant\"",
-        &[],
-        "lr-schedule",
-        "constant, warmup or cosine",
+        "\"embedded\"",
+        &["OPENCLAW_BACKEND"],
+        "backend",
+        "serving engine: embedded (the original's sglang and vllm are refused: not built)",
     ),
     key(
-        "lr_warmup_steps",
-        Int,
-        "0",
-        &[],
-        "lr-warmup-steps",
-        "linear warmup steps",
-    ),
-    key(
-        "min_lr",
-        Float,
-        "0.0",
-        &[],
-        "min-lr",
-        "floor of the cosine schedule",
-    ),
-    key(
-        "weight_decay",
-        Float,
-        "0.1",
-        &[],
-        "weight-decay",
-        "AdamW weight decay",
-    ),
-    key("adam_beta1", Float, "0.9", &[], "adam-beta1", "AdamW beta1"),
-    key(
-        "adam_beta2",
-        Float,
-        "0.98",
-        &[],
-        "adam-beta2",
-        "AdamW beta2",
-    ),
-    key("adam_eps", Float, "1e-8", &[], "adam-eps", "AdamW epsilon"),
-    key(
-        "max_grad_norm",
-        Float,
-        "1.0",
-        &[],
-        "max-grad-norm",
-        "global gradient norm clip (0: off)",
-    ),
-    key(
-        "offload_optimizer_state",
-        Bool,
-        "false",
-        &[],
-        "offload-optimizer-state",
-        "keep optimizer moments in host memory",
-    ),
-    key(
-        "use_lora",
-        Bool,
-        "false",
-        &[],
-        "use-lora",
-        "train LoRA adapters instead of all weights",
-    ),
-    key("lora_rank", Int, "16", &[], "lora-rank", "LoRA rank"),
-    key("lora_alpha", Float, "32.0", &[], "lora-alpha", "LoRA alpha"),
-    key(
-        "lora_dropout",
-        Float,
-        "0.0",
-        &[],
-        "lora-dropout",
-        "LoRA dropout",
-    ),
-    key(
-        "lora_target_modules",
+        "train_gpus",
         Str,
-        "\"q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj\"",
-        &[],
-        "lora-target-modules",
-        "projections that get adapters",
+        "\"\"",
+        &["TRAIN_GPUS"],
+        "train-gpus",
+        "devices for training (CUDA ordinals, e.g. 0,1); empty: CPU",
     ),
-    // Checkpoints and logs
     key(
-        "save_dir",
+        "rollout_gpus",
         Str,
-        "\"checkpoints\"",
-        &["CKPT_SAVE_DIR"],
-        "save-dir",
-        "where checkpoints go",
+        "\"\"",
+        &["ROLLOUT_GPUS"],
+        "rollout-gpus",
+        "devices for serving; empty: CPU",
     ),
+    key(
+        "prm_gpus",
+        Str,
+        "\"\"",
+        &["PRM_GPUS"],
+        "prm-gpus",
+        "devices for the judge and reward models; empty: CPU",
+    ),
+    // Checkpoints
     key(
         "save_interval",
         Int,
@@ -782,6 +861,15 @@ pub const KEYS: &[KeySpec] = &[
         "allow-changed-data",
         "resume `train` although its data file changed since the checkpoint",
     ),
+    // Logs
+    key(
+        "tensorboard_dir",
+        Str,
+        "\"\"",
+        &["TENSORBOARD_DIR"],
+        "tensorboard-dir",
+        "also write every training-log and scoreboard metric as TensorBoard event files here",
+    ),
     key(
         "log_dir",
         Str,
@@ -800,6 +888,25 @@ pub fn spec(key: &str) -> Option<&'static KeySpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn groups_start_in_table_order_and_cover_every_key() {
+        let starts: Vec<usize> = Group::ALL
+            .iter()
+            .map(|g| {
+                KEYS.iter()
+                    .position(|k| k.key == g.first_key())
+                    .unwrap_or_else(|| panic!("{g:?} starts at an unknown key"))
+            })
+            .collect();
+        assert_eq!(starts[0], 0);
+        assert!(starts.windows(2).all(|w| w[0] < w[1]), "{starts:?}");
+        assert_eq!(Group::of("lr"), Some(Group::Training));
+        assert_eq!(Group::of("save_dir"), Some(Group::Model));
+        assert_eq!(Group::of("log_dir"), Some(Group::Logs));
+        assert_eq!(Group::of("judge_model_path"), Some(Group::Judging));
+        assert_eq!(Group::of("nope"), None);
+    }
 
     #[test]
     fn keys_flags_and_envs_are_unique_and_defaults_parse() {

@@ -119,6 +119,7 @@ pub struct RunConfig {
     pub resume_from_checkpoint: String,
     pub allow_changed_data: bool,
     pub log_dir: String,
+    pub tensorboard_dir: String,
 }
 
 /// A rule a valid configuration keeps: the key it is about, and a check that returns what is
@@ -177,8 +178,14 @@ pub const UNREAD_ENV: &[(&str, &str)] = &[
     ),
 ];
 
+/// The original's flag-group variables. Its launch scripts pass them as flags, as ours do; set
+/// in the shell of a bare `openclaw-host` command they are read as the same flags, just below
+/// the command line's.
+pub const FLAG_GROUPS: [&str; 4] = ["CKPT_ARGS", "ROLLOUT_ARGS", "OPTIMIZER_ARGS", "LORA_ARGS"];
+
 /// Settings that only an environment run (`--env`) reads.
-pub const ENV_ONLY: [&str; 9] = [
+pub const ENV_ONLY: [&str; 10] = [
+    "parallel_envs",
     "env_config",
     "tools_config",
     "env_pool_url",

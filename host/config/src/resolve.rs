@@ -108,6 +108,39 @@ pub struct Resolved {
     pub plugins: Vec<PluginConfig>,
 }
 
+/// The settings a flag-group variable (`LORA_ARGS="--use-lora --lora-rank 64"`) holds, split on
+/// white space as the shell splits an unquoted `$LORA_ARGS`: (spec, raw value, flag as spelled).
+fn group_flags(var: &str, text: &str) -> Result<Vec<(&'static KeySpec, String, String)>> {
+    let mut out = Vec::new();
+    let mut words = text.split_whitespace();
+    while let Some(word) = words.next() {
+        let Some(flag) = word.strip_prefix("--") else {
+            bail!("{var}: `{word}` is not a flag (the variable holds flags, as in `--lr 1e-6`)");
+        };
+        let (name, inline) = match flag.split_once('=') {
+            Some((n, v)) => (n, Some(v.to_string())),
+            None => (flag, None),
+        };
+        let s = KEYS
+            .iter()
+            .find(|k| k.flag == name || k.aliases.contains(&name))
+            .ok_or_else(|| {
+                anyhow!("{var}: unknown flag --{name} (`openclaw-host run --help` lists them)")
+            })?;
+        let raw = match (inline, s.kind) {
+            (Some(v), _) => v,
+            (None, Kind::Bool) => "true".to_string(),
+            (None, _) => words
+                .next()
+                .filter(|v| !v.starts_with("--"))
+                .ok_or_else(|| anyhow!("{var}: --{name} needs a value"))?
+                .to_string(),
+        };
+        out.push((s, raw, format!("--{name}")));
+    }
+    Ok(out)
+}
+
 /// Resolves the configuration from its layers and validates it.
 pub fn resolve(inputs: &ConfigInputs, plugins: &PluginConfigs) -> Result<Resolved> {
     let mut values: BTreeMap<&'static str, (Value, Source)> = BTreeMap::new();
@@ -188,6 +221,16 @@ pub fn resolve(inputs: &ConfigInputs, plugins: &PluginConfigs) -> Result<Resolve
                 let v = parse_raw(k, &raw, &src)?;
                 values.insert(k.key, (v, src));
                 break;
+            }
+        }
+    }
+
+    for var in crate::FLAG_GROUPS {
+        if let Some(text) = (inputs.env)(var) {
+            for (s, raw, spelled) in group_flags(var, &text)? {
+                let src = Source::Env(format!("{var} ({spelled})"));
+                let v = parse_raw(s, &raw, &src)?;
+                values.insert(s.key, (v, src));
             }
         }
     }
@@ -546,6 +589,60 @@ mod tests {
     fn value<'a>(r: &'a Resolved, key: &str) -> (&'a Value, &'a Source) {
         let (_, v, s) = r.values.iter().find(|(k, _, _)| k.key == key).unwrap();
         (v, s)
+    }
+
+    #[test]
+    fn the_original_flag_group_variables_are_read_below_the_command_line() {
+        let r = resolve(
+            &inputs(
+                &[
+                    ("LORA_ARGS", "--use-lora --lora-rank 64 --lora-alpha=128"),
+                    ("OPTIMIZER_ARGS", "--lr 1e-6 --weight-decay 0.01"),
+                    ("ROLLOUT_ARGS", "--rollout-batch-size 64"),
+                    ("CKPT_ARGS", "--save-interval 100 --save-dir ./ck"),
+                ],
+                &[("lr", "2e-6")],
+                &[],
+                None,
+            ),
+            &PluginConfigs::default(),
+        )
+        .unwrap();
+        assert!(r.config.use_lora);
+        assert_eq!((r.config.lora_rank, r.config.lora_alpha), (64, 128.0));
+        assert_eq!(
+            value(&r, "lora_rank").1,
+            &Source::Env("LORA_ARGS (--lora-rank)".into())
+        );
+        assert_eq!(r.config.lr, 2e-6, "the command line wins");
+        assert_eq!(r.config.weight_decay, 0.01);
+        assert_eq!(r.config.rollout_batch_size, 64);
+        assert_eq!(
+            (r.config.save_interval, r.config.save_dir.as_str()),
+            (100, "./ck")
+        );
+        for (var, text, says) in [
+            (
+                "ROLLOUT_ARGS",
+                "--rollout-max-response-len 8",
+                "ROLLOUT_ARGS: unknown flag --rollout-max-response-len",
+            ),
+            ("LORA_ARGS", "64", "LORA_ARGS: `64` is not a flag"),
+            (
+                "OPTIMIZER_ARGS",
+                "--lr",
+                "OPTIMIZER_ARGS: --lr needs a value",
+            ),
+        ] {
+            let e = resolve(
+                &inputs(&[(var, text)], &[], &[], None),
+                &PluginConfigs::default(),
+            )
+            .err()
+            .unwrap()
+            .to_string();
+            assert!(e.contains(says), "{e}");
+        }
     }
 
     #[test]

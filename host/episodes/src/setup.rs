@@ -39,8 +39,14 @@ pub fn env_location(spec: &str) -> Result<PathBuf> {
         .collect();
     known.sort();
     known.dedup();
+    // The original's other tracks, by the names its users type.
+    let track = match spec {
+        "gui" => "; the original's GUI track is not built yet",
+        "swe" => "; the original's SWE track is not built yet",
+        _ => "",
+    };
     bail!(
-        "environment `{spec}`: no such crate directory or library, and no {spec}/plugin.toml in {} (environments there: {})",
+        "environment `{spec}`: no such crate directory or library, and no {spec}/plugin.toml in {} (environments there: {}){track}",
         folders
             .iter()
             .map(|f| f.display().to_string())
@@ -267,6 +273,14 @@ pub fn run_tasks(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_originals_unbuilt_tracks_are_named_as_such() {
+        for (name, says) in [("gui", "GUI track"), ("swe", "SWE track")] {
+            let e = env_location(name).unwrap_err().to_string();
+            assert!(e.contains(says) && e.contains("not built yet"), "{e}");
+        }
+    }
 
     #[test]
     fn a_tools_file_holds_tools_tables_only() {

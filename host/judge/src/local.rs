@@ -120,10 +120,11 @@ where
     }
 
     fn classify(&self, text: &str) -> Result<Vec<f32>, String> {
-        let (model, tok) = self
-            .prm
-            .as_ref()
-            .ok_or("no reward classifier: give --prm-model-path")?;
+        let (model, tok) = self.prm.as_ref().ok_or(
+            "no reward classifier: --prm-model-path must name a sequence classifier (a \
+                 *ForSequenceClassification model); a chat model given there answers the PRM \
+                 prompt instead",
+        )?;
         let mut ids = tok.encode(text, false).map_err(|e| format!("{e:#}"))?;
         if ids.len() > PRM_MAX_TOKENS {
             ids.drain(..ids.len() - PRM_MAX_TOKENS);

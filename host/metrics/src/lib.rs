@@ -2,6 +2,9 @@
 //! draws ([`history`]), and a writer of TensorBoard event files ([`tensorboard`]).
 
 pub mod history;
+pub mod progress;
+pub mod record;
+pub mod tensorboard;
 
 pub use history::{EpisodeView, History};
 
@@ -12,8 +15,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
-
-pub mod tensorboard;
 
 /// Every metric of a process, registered once.
 #[derive(Debug)]
@@ -69,6 +70,8 @@ pub struct Metrics {
     pub train_failing: std::sync::Mutex<Option<String>>,
     /// What the live dashboard draws: series by tag, rates, checkpoints, episodes.
     pub history: History,
+    /// Where recorded scalars also go with `--tensorboard-dir` ([`Metrics::record`]).
+    tensorboard: std::sync::Mutex<Option<tensorboard::EventWriter>>,
 }
 
 impl Default for Metrics {
@@ -111,6 +114,7 @@ impl Metrics {
             train_failed_in_a_row: Gauge::default(),
             train_failing: std::sync::Mutex::new(None),
             history: History::new(),
+            tensorboard: std::sync::Mutex::new(None),
             registry: Registry::default(),
         };
         registry.register(
@@ -261,5 +265,74 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("openclaw_weight_version 4"), "{text}");
+    }
+}
+
+#[cfg(test)]
+mod documented {
+    use super::*;
+
+    /// The metric names of `docs/operating.md`'s table, as registered (counters without
+    /// `_total`, as their `# TYPE` line names them).
+    fn documented() -> Vec<String> {
+        let doc = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/operating.md"),
+        )
+        .unwrap();
+        doc.lines()
+            .filter_map(|l| l.strip_prefix("| `openclaw_"))
+            .map(|l| {
+                let name = &l[..l.find('`').unwrap()];
+                format!("openclaw_{}", name.trim_end_matches("_total"))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_registered_metric_is_documented_and_every_documented_one_registered() {
+        let m = Metrics::new();
+        // A labelled family prints its type only once it has a sample.
+        let two = |a: &str, b: &str| {
+            vec![
+                (a.to_string(), "x".to_string()),
+                (b.to_string(), "y".to_string()),
+            ]
+        };
+        m.requests.get_or_create(&two("endpoint", "status")).inc();
+        m.queue_depth
+            .get_or_create(&Metrics::label("queue", "x"))
+            .set(1);
+        m.queue_overflow
+            .get_or_create(&Metrics::label("queue", "x"))
+            .inc();
+        m.judge_failures
+            .get_or_create(&Metrics::label("reason", "x"))
+            .inc();
+        m.plugin_calls_abandoned
+            .get_or_create(&two("plugin", "kind"))
+            .inc();
+        m.judged
+            .get_or_create(&Metrics::label("outcome", "x"))
+            .inc();
+        m.judge_votes
+            .get_or_create(&Metrics::label("vote", "x"))
+            .inc();
+        m.judged_turns
+            .get_or_create(&Metrics::label("next_state", "x"))
+            .inc();
+        let text = m.render();
+        let registered: Vec<String> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .map(|l| l.split(' ').next().unwrap().to_string())
+            .collect();
+        let mut documented = documented();
+        let mut registered_sorted = registered.clone();
+        documented.sort();
+        registered_sorted.sort();
+        assert_eq!(
+            documented, registered_sorted,
+            "docs/operating.md vs the registry"
+        );
     }
 }

@@ -58,7 +58,9 @@ impl Metrics {
     /// while the run goes on). A TensorBoard write that fails is logged once and switched off;
     /// training goes on.
     pub fn record(&self, prefix: &str, step: u64, values: &Value) {
-        let scalars = flatten(prefix, values);
+        let mut scalars = flatten(prefix, values);
+        // The step is the x axis already.
+        scalars.retain(|(tag, _)| !tag.ends_with("/step"));
         for (tag, v) in &scalars {
             self.history.push(tag, step, *v);
         }

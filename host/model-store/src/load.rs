@@ -6,6 +6,7 @@ use anyhow::{bail, Context, Result};
 use burn::prelude::Backend;
 use openclaw_chat::{ChatTemplate, Tokenizer};
 use openclaw_engine::{GgufWeights, Model, ModelConfig};
+use openclaw_metrics::progress::Progress;
 use std::path::{Path, PathBuf};
 
 /// How to read a `--model-path`.
@@ -96,6 +97,30 @@ impl<B: Backend> ModelFiles<B> {
     }
 }
 
+/// Loads of at least this many bytes of weights show their progress (a small model loads
+/// before anyone would look).
+const SHOWN_LOAD_BYTES: u64 = 256 << 20;
+
+/// Bytes of weight files at `path`: the file, or a directory's safetensors, GGUF and bin files.
+fn weight_bytes(path: &Path) -> u64 {
+    if path.is_file() {
+        return path.metadata().map_or(0, |m| m.len());
+    }
+    std::fs::read_dir(path)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().to_string();
+            [".safetensors", ".gguf", ".bin"]
+                .iter()
+                .any(|x| name.ends_with(x))
+        })
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum()
+}
+
 /// The weights of `source` on `device` in f32 (what training needs), LoRA adapters merged.
 pub fn load_weights<B: Backend>(source: &ModelSource, device: &B::Device) -> Result<Model<B>> {
     load_weights_with(source, device, GgufWeights::F32)
@@ -114,8 +139,14 @@ pub fn load_weights_with<B: Backend>(
         crate::checkpoints::verify_checksums(path)?;
     }
     let cfg = openclaw_engine::LoadConfig { gguf };
+    let bytes = weight_bytes(path);
+    let progress = (bytes >= SHOWN_LOAD_BYTES)
+        .then(|| Progress::start(&format!("loading {}", path.display()), None));
     let model = openclaw_engine::load_model_with::<B>(path, device, &cfg)
         .with_context(|| format!("cannot load the model in {}", path.display()))?;
+    if let Some(p) = progress {
+        p.finish(&format!("{:.0} MiB of weights", bytes as f64 / 1048576.0));
+    }
     let model = if source.has_adapters() {
         let (with_adapters, _) = openclaw_engine::lora::load_adapters(model, path)?;
         openclaw_engine::lora::merged(&with_adapters)

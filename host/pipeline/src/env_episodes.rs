@@ -15,6 +15,7 @@ use super::replay::{EpisodePlan, PendingGroup};
 use super::samples::SampleMaker;
 use super::Producer;
 use crate::training::episodes::{group_samples, EPISODE_GROUP_NORM};
+use abi_stable::std_types::ROption;
 use anyhow::{bail, Result};
 use openclaw_buffer::record::EpisodeEntry;
 use openclaw_buffer::Record;
@@ -22,6 +23,8 @@ use openclaw_episodes::batch::{run_jobs, EpisodeRecord, Job, JobOptions};
 use openclaw_episodes::TimedEnv;
 use openclaw_judge::pool::score_within;
 use openclaw_judge::score_request;
+use openclaw_metrics::progress::Progress;
+use openclaw_metrics::{EpisodeView, Metrics};
 use openclaw_plugin_api::host::PolicyService;
 use openclaw_plugin_api::{JudgeSettings, Message, NextState, Task, Turn, TurnType};
 use openclaw_plugins::RewardHandle;
@@ -225,6 +228,8 @@ pub struct EnvEpisodes {
     pub step_judge: Option<StepJudge>,
     /// Waited for before the first sample (replayed samples train first).
     pub gate: Arc<ReplayGate>,
+    /// The run's metrics: the dashboard shows the latest episodes.
+    pub metrics: Arc<Metrics>,
 }
 
 /// The groups in flight and the jobs not yet handed out.
@@ -233,6 +238,27 @@ struct Plan {
     queue: VecDeque<Job>,
     next_group: u64,
     order: (u64, Vec<usize>),
+}
+
+/// An episode as the dashboard shows it: the conversation as `role: text` paragraphs.
+fn episode_view(e: &EpisodeEntry, step: u64) -> EpisodeView {
+    let mut transcript = String::new();
+    for m in &e.conversation {
+        transcript += &format!("{}: {}\n", m.role, m.content);
+        if let ROption::RSome(calls) = &m.tool_calls_json {
+            transcript += &format!("  tool calls: {calls}\n");
+        }
+    }
+    if !e.failure.is_empty() {
+        transcript += &format!("(failed: {})\n", e.failure);
+    }
+    EpisodeView {
+        step,
+        task: e.task.id.to_string(),
+        reward: e.reward.map_or(0.0, f64::from),
+        solved: e.solved == Some(true),
+        transcript,
+    }
 }
 
 impl EnvEpisodes {
@@ -341,6 +367,8 @@ impl Producer for EnvEpisodes {
         }
         let plan = Mutex::new(plan);
         let size = self.opts.group_size;
+        // Lines, not a bar: the training steps print their own lines between episodes.
+        let progress = Progress::start_on(&format!("episodes of `{env_name}`"), None, false);
         // A run whose episodes all fail (a task that does not fit the context, a broken
         // environment) stops instead of spinning: this many failures in a row end it.
         let fail_limit = (2 * self.opts.jobs.parallel).max(8);
@@ -402,6 +430,17 @@ impl Producer for EnvEpisodes {
                 return;
             }
             self.stats.push(&entry);
+            self.metrics
+                .history
+                .episode(episode_view(&entry, self.metrics.train_steps.get()));
+            let w = self.stats.recent(32);
+            progress.advance(
+                1,
+                &format!(
+                    "(last {}: solved {:.2}, reward {:+.2})",
+                    w.episodes, w.solve_rate, w.mean_reward
+                ),
+            );
             let whole = {
                 let mut p = plan.lock().expect("plan lock");
                 let Some(g) = p.open.get_mut(&entry.group) else {

@@ -29,7 +29,7 @@ use openclaw_plugin_api::{HostServices, PluginKind, Task, TrainingSample};
 use openclaw_plugins::{watch, RunPlugins};
 use openclaw_policy::{load_options, ModelFiles};
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::{Arc, Mutex};
@@ -130,6 +130,23 @@ impl EnvRun {
     }
 }
 
+/// The run's metrics, writing TensorBoard event files when `--tensorboard-dir` is set.
+pub(crate) fn new_metrics(cfg: &RunConfig) -> Result<Arc<Metrics>> {
+    let metrics = Arc::new(Metrics::new());
+    if !cfg.tensorboard_dir.is_empty() {
+        let file = metrics
+            .write_tensorboard(Path::new(&cfg.tensorboard_dir))
+            .with_context(|| {
+                format!(
+                    "cannot write TensorBoard event files in {} (--tensorboard-dir)",
+                    cfg.tensorboard_dir
+                )
+            })?;
+        eprintln!("TensorBoard event files: {}", file.display());
+    }
+    Ok(metrics)
+}
+
 /// The consumed state a checkpoint recorded (none before any checkpoint).
 pub(crate) fn consumed_state<B: Backend>(session: &TrainSession<B>) -> Result<ConsumedState> {
     Ok(session
@@ -178,7 +195,7 @@ fn check_resumable(
     if skip >= total {
         bail!(
             "{}: checkpoint {at} already trained all {total} positions ({} samples x {epochs} \
-             epochs); nothing is left to train. Raise --num-epoch, or start without \
+             epochs); nothing is left to train. Raise --num-epochs, or start without \
              --resume-from-checkpoint",
             file.path,
             file.samples,
@@ -205,7 +222,7 @@ where
 {
     /// Serving alone (`serve`): the OpenAI server recording every main turn to the buffer.
     pub fn serving(cfg: &RunConfig, placement: &Placement<B>) -> Result<Self> {
-        let metrics = Arc::new(Metrics::new());
+        let metrics = new_metrics(cfg)?;
         let files = ModelFiles::<B>::load(&cfg.model_path, &load_options(cfg), &placement.serve)?;
         let serving = Serving::build(cfg, files, 0, None, metrics.clone())?;
         Ok(Pipeline {
@@ -250,7 +267,7 @@ where
                 );
             }
         }
-        let metrics = Arc::new(Metrics::new());
+        let metrics = new_metrics(cfg)?;
         let loss = plugins.loss(HostServices::standalone())?;
         let batch = (cfg.rollout_batch_size as usize).max(1);
         let schedule_steps = (samples.len() as u64 * epochs).div_ceil(batch as u64);
@@ -315,6 +332,12 @@ where
             plugin_failure: None,
             judge_stats: None,
         })
+    }
+
+    /// The run's metrics (a step callback records its own numbers there, for the dashboard
+    /// and TensorBoard).
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// The training log, to show its lines above a progress bar (none when nothing trains).
@@ -398,18 +421,38 @@ where
                 }
             }
         };
+        {
+            let _in_runtime = rt.enter();
+            openclaw_server::dashboard::spawn_ticker(self.metrics.clone());
+        }
+        let mut dashboard = addr.map(|a| format!("http://{a}{}", openclaw_server::dashboard::PATH));
         let server = match (listener, self.serving) {
             (Some(listener), Some(serving)) => {
                 rt.spawn(serve_on(listener, serving.app.clone(), until_stopped))
             }
-            // Nothing serves: the signal alone ends the run (`wait` sees this task end).
-            _ => rt.spawn(async move {
-                until_stopped.await;
-                Ok(())
-            }),
+            // Nothing serves the API (`train`): the dashboard alone, on a free loopback port;
+            // the signal ends the run (`wait` sees this task end).
+            _ => {
+                let listener = rt.block_on(bind("127.0.0.1", 0))?;
+                let url = format!(
+                    "http://{}{}",
+                    listener.local_addr()?,
+                    openclaw_server::dashboard::PATH
+                );
+                eprintln!("dashboard: {url}");
+                dashboard = Some(url);
+                let router = openclaw_server::dashboard::router(self.metrics.clone(), None);
+                rt.spawn(async move {
+                    axum::serve(listener, router)
+                        .with_graceful_shutdown(until_stopped)
+                        .await
+                        .context("the dashboard server failed")
+                })
+            }
         };
         Ok(PipelineHandle {
             addr,
+            dashboard,
             metrics: self.metrics,
             stop,
             limits,
@@ -464,6 +507,8 @@ impl Limits {
 /// A started pipeline.
 pub struct PipelineHandle {
     addr: Option<SocketAddr>,
+    /// The live dashboard's page.
+    dashboard: Option<String>,
     metrics: Arc<Metrics>,
     stop: Arc<AtomicBool>,
     limits: Limits,
@@ -486,6 +531,12 @@ impl PipelineHandle {
     /// The OpenAI base URL clients use (`http://ADDR/v1`), when something serves.
     pub fn base_url(&self) -> Option<String> {
         self.addr.map(|a| format!("http://{a}/v1"))
+    }
+
+    /// The live dashboard's URL (on the API's address, or on its own loopback port when
+    /// nothing serves the API).
+    pub fn dashboard_url(&self) -> Option<&str> {
+        self.dashboard.as_deref()
     }
 
     /// The run's metrics.

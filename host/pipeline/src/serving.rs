@@ -169,6 +169,10 @@ where
 {
     let addr = listener.local_addr()?;
     eprintln!("serving {} on http://{addr}/v1", app.opts.served_model_name);
+    eprintln!(
+        "dashboard: http://{addr}{}",
+        openclaw_server::dashboard::PATH
+    );
     let sweeper = app.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(5));

@@ -65,7 +65,7 @@ where
         plugins: &RunPlugins,
         placement: &Placement<B>,
     ) -> Result<Self> {
-        let metrics = Arc::new(Metrics::new());
+        let metrics = super::run::new_metrics(cfg)?;
         let (plan, train_config) = resolve(cfg, plugins)?;
         let env = open_environment(cfg)?;
         let restored = restore(cfg, train_config, placement)?;
@@ -488,7 +488,8 @@ where
             sinks,
         })),
         (Some(opened), _, _) => {
-            let (run, episodes) = environment(cfg, opened, served, judged, episode_plan, gate);
+            let (run, episodes) =
+                environment(cfg, opened, served, judged, episode_plan, gate, metrics);
             env_run = Some(run);
             producers.push(Box::new(episodes));
         }
@@ -531,6 +532,7 @@ fn environment<B: Backend>(
     judged: &Judged,
     resume: EpisodePlan,
     gate: Arc<ReplayGate>,
+    metrics: &Arc<Metrics>,
 ) -> (EnvRun, EnvEpisodes)
 where
     Model<B>: Send + Sync,
@@ -602,6 +604,7 @@ where
             timeout: Duration::from_secs(cfg.judge_timeout),
         }),
         gate,
+        metrics: metrics.clone(),
     };
     (run, episodes)
 }

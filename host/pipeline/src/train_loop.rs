@@ -240,7 +240,20 @@ impl<B: Backend> TrainLoop<B> {
             }
             self.consumed.consumed_through = self.consumed.consumed_through.max(last_seq);
             self.metrics.train_steps.inc();
+            self.metrics.trained_samples.inc_by(report.samples as u64);
             self.metrics.train_loss.set(report.loss);
+            // The training log's numbers, for the dashboard and TensorBoard.
+            if let Ok(values) = serde_json::to_value(&report) {
+                self.metrics.record("train", report.step, &values);
+            }
+            // The dashboard's KL curve, whatever the loss plugin calls it.
+            if let Some(kl) = ["kl", "ppo_kl", "kl_loss"]
+                .iter()
+                .find_map(|k| report.metrics.get(*k))
+            {
+                self.metrics
+                    .record("train", report.step, &serde_json::json!({ "kl": kl }));
+            }
             let step = self.session.trainer.state().step;
             // The data position counts what was consumed, so a resumed `train` goes on
             // with the next sample of the file.
@@ -275,7 +288,10 @@ impl<B: Backend> TrainLoop<B> {
                 tracing::error!("cannot save a checkpoint: {e:#}");
                 None
             });
-            if saved.is_some() {
+            if let Some(dir) = &saved {
+                self.metrics
+                    .history
+                    .checkpoint(step, &dir.display().to_string());
                 checkpoint.clone_from(&saved);
             }
             on_step(&StepEvent {
@@ -296,6 +312,10 @@ impl<B: Backend> TrainLoop<B> {
         if poisoned {
             tracing::error!("no final checkpoint: the weights are not finite; the last one saved stays the newest");
         } else if let Some(dir) = self.session.save(Some(&state))? {
+            self.metrics.history.checkpoint(
+                self.session.trainer.state().step,
+                &dir.display().to_string(),
+            );
             checkpoint = Some(dir);
         }
         if let Some(why) = failure {

@@ -78,6 +78,25 @@ pub fn crates_in(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Of plugins found by one name, those outside the install root when there are any: the
+/// project a user works in wins over the checkout the binary came from (two checkouts of this
+/// repository have a plugin of every name each).
+fn prefer_project(found: Vec<PathBuf>, install: Option<&Path>) -> Vec<PathBuf> {
+    let Some(install) = install else {
+        return found;
+    };
+    let outside: Vec<PathBuf> = found
+        .iter()
+        .filter(|d| !d.starts_with(install))
+        .cloned()
+        .collect();
+    if outside.is_empty() || outside.len() == found.len() {
+        found
+    } else {
+        outside
+    }
+}
+
 /// Resolves `NAME|DIR|LIBRARY` to a path: an existing path is taken as it is; otherwise the
 /// plugin crates of the search path are searched for a `plugin.toml` with that name.
 pub fn resolve(spec: &str) -> Result<PathBuf> {
@@ -86,7 +105,7 @@ pub fn resolve(spec: &str) -> Result<PathBuf> {
         return Ok(path.to_path_buf());
     }
     let roots = search_path();
-    let mut found = Vec::new();
+    let mut found: Vec<PathBuf> = Vec::new();
     for root in &roots {
         for dir in crates_in(root) {
             if let Ok(t) = PluginToml::read(&dir) {
@@ -96,6 +115,7 @@ pub fn resolve(spec: &str) -> Result<PathBuf> {
             }
         }
     }
+    let mut found = prefer_project(found, install_root().as_deref());
     match found.len() {
         1 => Ok(found.pop().unwrap()),
         0 => {
@@ -128,5 +148,34 @@ pub fn resolve(spec: &str) -> Result<PathBuf> {
                 .collect::<Vec<_>>()
                 .join(" and ")
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_project_wins_over_the_binary_checkout_and_a_tie_stays_one() {
+        let p = |s: &str| PathBuf::from(s);
+        let install = p("/opt/oc");
+        let both = vec![
+            p("/home/u/proj/methods/binary-rl"),
+            p("/opt/oc/methods/binary-rl"),
+        ];
+        assert_eq!(
+            prefer_project(both, Some(&install)),
+            vec![p("/home/u/proj/methods/binary-rl")]
+        );
+        // Two in the project itself stay ambiguous.
+        let two = vec![
+            p("/w/methods/x"),
+            p("/w/examples/x"),
+            p("/opt/oc/methods/x"),
+        ];
+        assert_eq!(prefer_project(two, Some(&install)).len(), 2);
+        // Only the binary's: kept.
+        let only = vec![p("/opt/oc/methods/x")];
+        assert_eq!(prefer_project(only.clone(), Some(&install)), only);
     }
 }

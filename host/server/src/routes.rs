@@ -1,5 +1,5 @@
-//! The routes: `/v1/chat/completions` (true token streaming, tools), `/v1/models`, `/healthz`
-//! and `/metrics`, with the key and admission as layers in front of them.
+//! The routes: `/v1/chat/completions` (true token streaming, tools), `/v1/models`, `/healthz`,
+//! `/metrics` and the live dashboard, with the key and admission as layers in front of them.
 
 use crate::admission::{self, InFlight};
 use crate::answer::{self, Turnkeeper};
@@ -37,6 +37,11 @@ where
         .merge(chat)
         .route("/v1/models", get(models::<B>))
         .route_layer(from_fn_with_state(app.clone(), admission::authorize::<B>));
+    // The live dashboard, behind the API's key (an empty key is none).
+    let dashboard = crate::dashboard::router(
+        app.metrics.clone(),
+        Some(Arc::from(app.opts.api_key.as_str())),
+    );
     Router::new()
         .merge(v1)
         .route("/healthz", get(health::<B>))
@@ -53,8 +58,9 @@ where
         // The chat handler reads the body itself, after the key and admission, with its own
         // limit (so the answer is OpenAI-shaped); no extractor reads one before it.
         .layer(DefaultBodyLimit::disable())
-        .layer(axum::middleware::from_fn(access_log))
         .with_state(app)
+        .merge(dashboard)
+        .layer(axum::middleware::from_fn(access_log))
 }
 
 /// Marks a chat answer that writes its own log line when it ends, with its tokens.

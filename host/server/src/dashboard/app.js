@@ -268,9 +268,12 @@
     const tags = Object.keys(series).filter((t) => fixed.indexOf(t) < 0 && !t.startsWith('rate/'));
     const rank = (t) => (t.startsWith('train/') ? 0 : t.startsWith('eval/') ? 1 : 2);
     tags.sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0));
-    const cards = LEARNING.map((e) => chart(e[0], e[1], series[e[0]], false))
-      .concat(tags.map((t) => chart(t, titleOf(t), series[t], false)));
-    document.getElementById('learning').replaceChildren(...cards);
+    // The five curves first; every other series (the training log's and the scoreboard's
+    // numbers) in a section of its own at the end, so the judges and queues stay in view.
+    document.getElementById('learning')
+      .replaceChildren(...LEARNING.map((e) => chart(e[0], e[1], series[e[0]], false)));
+    document.getElementById('more')
+      .replaceChildren(...tags.map((t) => chart(t, titleOf(t), series[t], false)));
   }
 
   function countsCard(title, data, labelName, order, bad) {

@@ -206,7 +206,7 @@ pub const KEYS: &[KeySpec] = &[
         // BASE_MODEL_PATH: what the original's server how-to names the served model.
         &["MODEL_PATH", "BASE_MODEL_PATH"],
         "model-path",
-        "the policy model (HF directory or GGUF); empty: the built-in tiny model",
+        "the policy model: an HF directory, a checkpoint, `latest` or a GGUF file (`run` with none: the built-in tiny model)",
     ),
     key(
         "data_path",

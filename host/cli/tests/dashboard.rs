@@ -182,15 +182,7 @@ fn trains_dashboard_has_a_port_of_its_own() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let data = dir.join("rl.jsonl");
-    let lines: Vec<String> = (0..40)
-        .map(|i| {
-            serde_json::json!({"session_id": format!("s{i}"), "turns": [
-                {"type": "main", "prompt": [{"role": "user", "content": format!("Question {i}?")}],
-                 "response": {"role": "assistant", "content": "An answer."},
-                 "reward": if i % 2 == 0 { 1.0 } else { -1.0 }, "trainable": true}]})
-            .to_string()
-        })
-        .collect();
+    let lines = common::scored_trajectories(40);
     std::fs::write(&data, lines.join("\n")).unwrap();
     let model =
         openclaw_lab::default_model::ensure_default_model(&dir.join("home"), false).unwrap();

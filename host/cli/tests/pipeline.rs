@@ -149,15 +149,7 @@ fn offline_training_is_a_pipeline_that_resumes_after_the_consumed_samples() {
     let model =
         openclaw_lab::default_model::ensure_default_model(&dir.join("home"), false).unwrap();
     let data = dir.join("rl.jsonl");
-    let lines: Vec<String> = (0..5)
-        .map(|i| {
-            serde_json::json!({"session_id": format!("s{i}"), "turns": [
-                {"type": "main", "prompt": [{"role": "user", "content": format!("Question {i}?")}],
-                 "response": {"role": "assistant", "content": "An answer."},
-                 "reward": if i % 2 == 0 { 1.0 } else { -1.0 }, "trainable": true}]})
-            .to_string()
-        })
-        .collect();
+    let lines = common::scored_trajectories(5);
     std::fs::write(&data, lines.join("\n") + "\n").unwrap();
     let d = |p: &str| dir.join(p).display().to_string();
     let offline = |extra: &[(&'static str, String)]| {

@@ -11,7 +11,7 @@ use crate::Metrics;
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// The most points a series keeps before it is halved.
 pub const MAX_POINTS: usize = 2000;
@@ -143,12 +143,9 @@ impl Default for History {
     }
 }
 
-/// Seconds since the Unix epoch, to the millisecond.
+/// Seconds since the Unix epoch, to the millisecond (the data's times).
 fn unix_now() -> f64 {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    (d.as_millis() as f64) / 1000.0
+    (crate::unix_now() * 1000.0).floor() / 1000.0
 }
 
 impl History {

@@ -16,6 +16,13 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
 
+/// Seconds since the Unix epoch (0 on a clock before it): the wall time of recorded points.
+pub(crate) fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 /// Every metric of a process, registered once.
 #[derive(Debug)]
 pub struct Metrics {

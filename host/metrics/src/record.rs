@@ -2,10 +2,9 @@
 //! dashboard and, with `--tensorboard-dir`, written as TensorBoard event files.
 
 use crate::tensorboard::EventWriter;
-use crate::Metrics;
+use crate::{unix_now, Metrics};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Every number in `values` as `(prefix/key, value)`: nested objects join their keys with `/`;
 /// booleans are 0 or 1; strings, nulls and arrays are not scalars and are left out.
@@ -37,12 +36,6 @@ fn walk(tag: &str, v: &Value, out: &mut Vec<(String, f64)>) {
     }
 }
 
-fn now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
 impl Metrics {
     /// From now on every recorded scalar is also written as TensorBoard event files in `dir`;
     /// returns the event file.
@@ -69,7 +62,7 @@ impl Metrics {
             let written = w
                 .scalars(
                     step as i64,
-                    now(),
+                    unix_now(),
                     scalars.iter().map(|(t, v)| (t.as_str(), *v)),
                 )
                 .and_then(|_| w.flush());

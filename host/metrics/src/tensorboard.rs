@@ -13,10 +13,10 @@
 //! Value   { string tag = 1; float simple_value = 2; }
 //! ```
 
+use crate::unix_now;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The first event of every file; readers take it to mean "Event protos follow".
 const FILE_VERSION: &str = "brain.Event:2";
@@ -141,12 +141,6 @@ fn create_new(dir: &Path, base: &str) -> io::Result<(File, PathBuf)> {
             Err(e) => return Err(e),
         }
     }
-}
-
-fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// The kernel's host name; std has no portable call, and it only names the file.

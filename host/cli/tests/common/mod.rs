@@ -283,3 +283,16 @@ pub fn http_from(
         .unwrap_or_default();
     (status, body)
 }
+
+/// `n` one-turn trajectory lines (JSONL) scored +1 and -1 by turns, the shape `train` reads.
+pub fn scored_trajectories(n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            serde_json::json!({"session_id": format!("s{i}"), "turns": [
+                {"type": "main", "prompt": [{"role": "user", "content": format!("Question {i}?")}],
+                 "response": {"role": "assistant", "content": "An answer."},
+                 "reward": if i % 2 == 0 { 1.0 } else { -1.0 }, "trainable": true}]})
+            .to_string()
+        })
+        .collect()
+}

@@ -79,6 +79,7 @@ MY_ROLLOUT="$(plugin my_rollout examples/my-rollout)"
 MY_GENERATE="$(plugin my_generate examples/my-generate)"
 TERMINAL="$(plugin openclaw_env_terminal terminal)"
 TOOLCALL="$(plugin openclaw_env_toolcall toolcall)"
+SWE="$(plugin openclaw_env_swe swe)"
 MODEL="$WORK/default-model"
 TINY="$WORK/tiny-model"
 
@@ -135,6 +136,7 @@ map() {
   c="${c//" bash methods/combine/run_qwen3_7b.sh "/" bash methods/combine/run_qwen3_7b.sh --plugin $COMBINE "}"
   c="${c//" bash envs/terminal/run_terminal_rl.sh "/" bash envs/terminal/run_terminal_rl.sh --plugin $BINARY_RL "}"
   c="${c//" bash envs/toolcall/run_toolcall_rl.sh "/" bash envs/toolcall/run_toolcall_rl.sh --plugin $BINARY_RL "}"
+  c="${c//" bash envs/swe/run_swe_rl.sh "/" bash envs/swe/run_swe_rl.sh --plugin $BINARY_RL "}"
   c="${c//" --plugin methods/binary-rl "/" --plugin $BINARY_RL "}"
   c="${c//" --plugin methods/combine "/" --plugin $COMBINE "}"
   c="${c//" examples/my-method "/" $MY_METHOD "}"
@@ -142,6 +144,8 @@ map() {
   c="${c//" examples/my-generate "/" $MY_GENERATE "}"
   c="${c//" ENV_TYPE=terminal "/" ENV_TYPE=$TERMINAL "}"
   c="${c//" ENV_TYPE=toolcall "/" ENV_TYPE=$TOOLCALL "}"
+  c="${c//" ENV_TYPE=swe "/" ENV_TYPE=$SWE "}"
+  c="${c//\/path\/to\/swe-bench/$WORK/swe-bench}"
   c="${c//\/path\/to\/base\/model/$MODEL}"
   c="${c//\/path\/to\/judge\/model/$MODEL}"
   c="${c//\/path\/to\/prm\/model/$MODEL}"
@@ -268,7 +272,7 @@ openclaw-host --version
 openclaw-host init-default-model --out "$MODEL" | sed 's/^/   | /'
 openclaw-host init-model --preset tiny --out "$TINY" --train-text README.md docs/environments.md \
   | sed 's/^/   | /'
-export MODEL TINY BINARY_RL OPD COMBINE MY_METHOD MY_ROLLOUT MY_GENERATE TERMINAL TOOLCALL
+export MODEL TINY BINARY_RL OPD COMBINE MY_METHOD MY_ROLLOUT MY_GENERATE TERMINAL TOOLCALL SWE
 
 # --- the 45 steps --------------------------------------------------------------------------------
 step 1 "the four loops (serving, rollout collection, judging, training)" nothing
@@ -289,7 +293,7 @@ nothing "serving is built in; \`--backend sglang\` is refused (step 33)"
 step 6 "the method and track folders" typed
 SHOW=6 typed 'ls -d methods/binary-rl methods/opd methods/combine envs/terminal envs/toolcall examples/my-method' \
   'methods/binary-rl' 'envs/toolcall'
-note "no gui-rl or swe-rl: those tracks are not built (steps 28, 30)"
+note "no gui-rl: that track is not built (step 28)"
 
 step 7 "choose Binary RL (GRPO)" nothing
 nothing "a choice: methods/binary-rl (step 10)"
@@ -441,9 +445,31 @@ echo '   writing ./toolcall-rl/tools_config.json: {"tools": {"code_interpreter":
 typed 'ENV_TYPE=toolcall TOOLS_CONFIG=./toolcall-rl/tools_config.json PARALLEL_ENVS=64 MODEL_PATH=/path/to/agent/model CKPT_SAVE_DIR=./checkpoints bash envs/toolcall/run_toolcall_rl.sh --max-steps 1 --rollout-batch-size 4 --num-rollouts-per-prompt 2 --max-episode-steps 1 --default-max-tokens 16 --env-eval-interval 0' \
   '^step +1 .*episodes \(last [1-9]' 'stopped after step 1'
 
-step 30 "SWE agent RL: ENV_TYPE=swe, SWE_BENCH_PATH" refused
-refused 'ENV_TYPE=swe SWE_BENCH_PATH=/path/to/swe-bench PARALLEL_ENVS=8 openclaw-host run --plugin methods/binary-rl --model-path /path/to/agent/model' \
-  'SWE_BENCH_PATH' 'SWE'
+step 30 "SWE agent RL: ENV_TYPE=swe, SWE_BENCH_PATH, PARALLEL_ENVS" typed
+# A SWE-bench set of one instance: a repository with its base commit, and its row.
+swe="$WORK/swe-bench"
+mkdir -p "$swe/repos/acme__calc/calc"
+printf 'def add(a, b):\n    return a - b\n' >"$swe/repos/acme__calc/calc/__init__.py"
+printf '[tool.pytest.ini_options]\npythonpath = ["."]\n' >"$swe/repos/acme__calc/pyproject.toml"
+git -C "$swe/repos/acme__calc" init -q -b main
+git -C "$swe/repos/acme__calc" add -A
+git -C "$swe/repos/acme__calc" -c user.name=t -c user.email=t@t commit -q -m base
+base="$(git -C "$swe/repos/acme__calc" rev-parse HEAD)"
+python3 - "$swe" "$base" <<'PY'
+import json, sys
+swe, base = sys.argv[1:]
+test = ("diff --git a/tests/test_add.py b/tests/test_add.py\nnew file mode 100644\n--- /dev/null\n"
+        "+++ b/tests/test_add.py\n@@ -0,0 +1,4 @@\n+from calc import add\n+\n+def test_add():\n"
+        "+    assert add(2, 3) == 5\n")
+row = {"instance_id": "acme__calc-1", "repo": "acme/calc", "base_commit": base,
+       "problem_statement": "add() subtracts", "test_patch": test,
+       "FAIL_TO_PASS": json.dumps(["tests/test_add.py::test_add"]), "PASS_TO_PASS": "[]",
+       "repo_dir": "repos/acme__calc"}
+open(f"{swe}/swe.jsonl", "w").write(json.dumps(row) + "\n")
+PY
+echo "   writing ./swe-bench/swe.jsonl and its repository repos/acme__calc"
+typed 'ENV_TYPE=swe SWE_BENCH_PATH=/path/to/swe-bench PARALLEL_ENVS=8 MODEL_PATH=/path/to/agent/model CKPT_SAVE_DIR=./checkpoints bash envs/swe/run_swe_rl.sh --max-steps 1 --rollout-batch-size 2 --num-rollouts-per-prompt 2 --max-episode-steps 1 --default-max-tokens 16 --env-eval-interval 0 --env-split all' \
+  '^step +1 .*episodes \(last [1-9]' 'stopped after step 1'
 
 step 31 "trajectory data: session_id, turns (type, prompt, response, next_state, trainable)" typed
 reuse_step 12

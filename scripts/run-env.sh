@@ -13,7 +13,7 @@ export PARALLEL_ENVS="${PARALLEL_ENVS:-8}"
 export CKPT_SAVE_DIR="${CKPT_SAVE_DIR:-$ROOT/checkpoints/$RUN_NAME}"
 : "${MODEL_PATH:?set MODEL_PATH to the policy model (HF directory, checkpoint or GGUF)}"
 export MODEL_PATH
-for v in ENV_CONFIG TOOLS_CONFIG DATA_PATH; do
+for v in ENV_CONFIG TOOLS_CONFIG DATA_PATH SWE_BENCH_PATH SCREENSHOT_BACKEND; do
   if [[ -n "${!v:-}" ]]; then export "${v?}"; fi
 done
 CKPT_ARGS="${CKPT_ARGS:---save-interval 20 --keep-checkpoints 3}"

@@ -100,7 +100,24 @@ pub trait Env: Send + Sync + 'static {
         let _ = episode;
         Err(crate::env::NO_EVALUATE.into())
     }
+
+    /// The task's reference solution as the agent's moves, stepped in order from `reset` (API
+    /// 1.4): what `env check` runs to show the task can be solved and is scored right. Never
+    /// shown to the agent.
+    fn reference(&self, task: &Task) -> crate::PluginResult<Vec<Action>> {
+        let _ = task;
+        Err(crate::env::NO_REFERENCE.into())
+    }
+
+    /// The tasks that could not be loaded, one line each, naming the task and why (API 1.4): a
+    /// broken task is reported and left out, never fatal to the set.
+    fn problems(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
+
+/// What an environment without reference solutions answers.
+pub const NO_REFERENCE: &str = "this environment has no reference solutions";
 
 /// What an environment without its own `evaluate` answers (the host falls back to the episode's
 /// step rewards when it sees this).

@@ -65,6 +65,15 @@ pub trait FfiEnv: Send + Sync {
         let _ = episode;
         RResult::RErr(crate::env::NO_EVALUATE.into())
     }
+    /// A task's reference solution (appended in 1.4, as are `problems`).
+    fn reference(&self, task: &Task) -> RResult<RVec<Action>, RString> {
+        let _ = task;
+        RResult::RErr(crate::env::NO_REFERENCE.into())
+    }
+    /// The tasks that could not be loaded.
+    fn problems(&self) -> RVec<RString> {
+        RVec::new()
+    }
 }
 
 /// A boxed [`FfiLoss`].
@@ -122,6 +131,17 @@ impl<T: Env> FfiEnv for Adapter<T> {
     }
     fn evaluate(&self, episode: u64) -> RResult<Evaluation, RString> {
         guard("env.evaluate", || self.0.evaluate(episode))
+    }
+    fn reference(&self, task: &Task) -> RResult<RVec<Action>, RString> {
+        guard("env.reference", || self.0.reference(task).map(RVec::from))
+    }
+    fn problems(&self) -> RVec<RString> {
+        match guard::<_, Vec<String>>("env.problems", || Ok(self.0.problems())) {
+            RResult::ROk(v) => v.into_iter().map(RString::from).collect(),
+            RResult::RErr(e) => {
+                RVec::from(vec![format!("listing the broken tasks failed: {e}").into()])
+            }
+        }
     }
 }
 

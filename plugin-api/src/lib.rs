@@ -42,7 +42,9 @@ pub use config::{parse_config, parse_config_section};
 pub use conversation::{
     Message, NextState, SamplingParams, TopKEntries, TrainingSample, Trajectory, Turn, TurnType,
 };
-pub use env::{Action, Env, EnvInfo, Evaluation, Observation, StepOutcome, Task, NO_EVALUATE};
+pub use env::{
+    Action, Env, EnvInfo, Evaluation, Observation, StepOutcome, Task, NO_EVALUATE, NO_REFERENCE,
+};
 pub use host::{HostServices, Judge, JudgeRequest, LogLevel, Logger, Policy, ScoreTokens};
 pub use loss::{Loss, LossBatch, LossInputs, LossOutput, Metric, TopKBatch};
 pub use manifest::{Manifest, PluginKind};

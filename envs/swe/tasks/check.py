@@ -47,6 +47,9 @@ BASE_MESSAGE = "Base commit"
 COPY_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", ".git")
 META_KEYS = {"instance_id", "repo", "FAIL_TO_PASS", "PASS_TO_PASS", "split"}
 SPLITS = ("train", "test")
+# --write-broken: keep each instance's breaking diff (broken.patch, broken.json) for the
+# environment's own tests, which score it through the sandbox.
+WRITE_BROKEN = False
 BREAK_LINE = 'raise RuntimeError("deliberately broken by check.py")'
 
 TRACE_PLUGIN = r'''
@@ -382,6 +385,10 @@ def check_instance(inst: Instance, runner: Runner, keep: bool, skip: bool) -> di
         resolved, res, out = score(runner, inst, base, work, patch, "broken")
         row["broken"] = "RESOLVED" if resolved else "unresolved"
         row["broke"] = f"{target} -> {node}"
+        if WRITE_BROKEN:
+            (inst.folder / "broken.patch").write_text(patch)
+            (inst.folder / "broken.json").write_text(
+                json.dumps({"test": node, "function": target}, indent=2) + "\n")
         if resolved:
             row["problems"].append(f"broken: resolved although {target} raises")
         elif res.get(node) == "PASSED":
@@ -425,8 +432,12 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per pytest run")
     ap.add_argument("--jobs", "-j", type=int, default=1, help="instances checked at once")
     ap.add_argument("--keep", action="store_true", help="keep the temporary folders")
+    ap.add_argument("--write-broken", action="store_true",
+                    help="write each instance's broken.patch and broken.json")
     ap.add_argument("--verbose", "-v", action="store_true", help="say which function broke")
     args = ap.parse_args()
+    global WRITE_BROKEN
+    WRITE_BROKEN = args.write_broken
 
     folders = sorted(p.parent for p in HERE.glob("*/meta.json"))
     if args.ids:

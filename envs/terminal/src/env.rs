@@ -156,6 +156,8 @@ pub struct TerminalEnv {
     /// The built-in tasks' folder, removed with the environment.
     _builtin: Option<tempfile::TempDir>,
     episodes: EpisodeTable<Episode>,
+    /// The task folders that did not load, and why.
+    problems: Vec<String>,
 }
 
 /// `s` quoted for the shell.
@@ -505,7 +507,7 @@ fn readable(dir: &Path) -> std::io::Result<()> {
 }
 
 impl Env for TerminalEnv {
-    fn new(config: &str, _host: HostServices) -> PluginResult<Self> {
+    fn new(config: &str, host: HostServices) -> PluginResult<Self> {
         let cfg: Config = parse_config_section(config, "env")?;
         let section: HashMap<String, ToolLimits> = parse_config_section(config, "tools")?;
         let offered = Offered::new(&cfg, &section)?;
@@ -556,7 +558,10 @@ impl Env for TerminalEnv {
         } else {
             (PathBuf::from(&cfg.tasks_dir), None)
         };
-        let (root, tasks) = tasks::load_all(&root)?;
+        let (root, tasks, problems) = tasks::load_all(&root)?;
+        for p in &problems {
+            host.warn(&format!("env `terminal`: skipped {p}"));
+        }
         let longest = cfg
             .exec_seconds
             .max(cfg.eval_seconds)
@@ -584,6 +589,7 @@ impl Env for TerminalEnv {
             tasks,
             _builtin: builtin,
             episodes: EpisodeTable::default(),
+            problems,
         })
     }
 
@@ -730,6 +736,33 @@ impl Env for TerminalEnv {
                 details_json: details.to_string().into(),
             })
         })
+    }
+
+    fn reference(&self, task: &Task) -> PluginResult<Vec<Action>> {
+        let spec = self.task_of(task)?;
+        let path = spec
+            .solution()?
+            .ok_or_else(|| format!("task `{}` has no solution.sh", spec.name))?;
+        let script = std::fs::read_to_string(&path)
+            .map_err(|e| format!("task `{}`: solution.sh: {e}", spec.name))?;
+        // The solution as one blocking shell_exec, then a message without calls (done).
+        let call = json!([{"id": "call_reference", "type": "function", "function": {
+            "name": tools::SHELL_EXEC,
+            "arguments": json!({"id": "main", "command": script, "timeout": self.cfg.exec_seconds}).to_string(),
+        }}]);
+        let mut run = openclaw_plugin_api::Message::new("assistant", "");
+        run.tool_calls_json =
+            openclaw_plugin_api::abi_stable::std_types::ROption::RSome(call.to_string().into());
+        Ok(vec![
+            Action { message: run },
+            Action {
+                message: openclaw_plugin_api::Message::new("assistant", "Done."),
+            },
+        ])
+    }
+
+    fn problems(&self) -> Vec<String> {
+        self.problems.clone()
     }
 
     fn close(&self, episode: u64) -> PluginResult<()> {

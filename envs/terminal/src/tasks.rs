@@ -180,9 +180,10 @@ impl TaskSpec {
     }
 }
 
-/// Every task folder under `root` (sorted by name; hidden folders skipped), and `root` with
-/// its links resolved.
-pub fn load_all(root: &Path) -> PluginResult<(PathBuf, Vec<TaskSpec>)> {
+/// Every task folder under `root` that loads (sorted by name; hidden folders skipped), `root`
+/// with its links resolved, and why each of the others did not load: one broken task is left
+/// out, not fatal to the set.
+pub fn load_all(root: &Path) -> PluginResult<(PathBuf, Vec<TaskSpec>, Vec<String>)> {
     let root = std::fs::canonicalize(root)
         .map_err(|e| format!("env.tasks_dir `{}`: {e}", root.display()))?;
     let entries =
@@ -197,17 +198,25 @@ pub fn load_all(root: &Path) -> PluginResult<(PathBuf, Vec<TaskSpec>)> {
         })
         .collect();
     dirs.sort();
-    let tasks = dirs
-        .iter()
-        .map(|d| TaskSpec::load(&root, d))
-        .collect::<PluginResult<Vec<_>>>()?;
+    let (mut tasks, mut problems) = (Vec::new(), Vec::new());
+    for d in &dirs {
+        match TaskSpec::load(&root, d) {
+            Ok(t) => tasks.push(t),
+            Err(e) => problems.push(e),
+        }
+    }
     if tasks.is_empty() {
         return Err(format!(
-            "env.tasks_dir `{}` holds no task folders",
-            root.display()
+            "env.tasks_dir `{}` holds no task that loads{}",
+            root.display(),
+            if problems.is_empty() {
+                String::new()
+            } else {
+                format!(":\n  {}", problems.join("\n  "))
+            }
         ));
     }
-    Ok((root, tasks))
+    Ok((root, tasks, problems))
 }
 
 /// Writes the built-in tasks into `dir` (scripts executable, everything readable by the

@@ -333,6 +333,23 @@ impl Env for ToolcallEnv {
         })
     }
 
+    fn reference(&self, task: &Task) -> PluginResult<Vec<Action>> {
+        let data: Value = serde_json::from_str(&task.data_json)
+            .map_err(|e| format!("task `{}`: data_json is not JSON: {e}", task.id))?;
+        let problem = problem_of(&data).ok_or_else(|| {
+            format!(
+                "task `{}`: data_json needs `question` and `answer`",
+                task.id
+            )
+        })?;
+        Ok(vec![Action {
+            message: openclaw_plugin_api::Message::new(
+                "assistant",
+                &format!("Answer: \\boxed{{{}}}", problem.label),
+            ),
+        }])
+    }
+
     fn close(&self, episode: u64) -> PluginResult<()> {
         let ep = self.episodes.close(episode)?;
         // Dropping the episode removes its work directory, outside the table's lock.

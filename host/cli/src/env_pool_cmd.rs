@@ -20,6 +20,9 @@ pub struct ServeFlags {
     /// The tools and their limits: a TOML file of [tools.<name>] tables.
     #[arg(long, env = "TOOLS_CONFIG")]
     pub tools_config: Option<PathBuf>,
+    /// The SWE environment's instances: a SWE-bench JSONL file or a folder of them.
+    #[arg(long, env = "SWE_BENCH_PATH")]
+    pub swe_bench_path: Option<PathBuf>,
     /// Address to listen on (a non-loopback one serves other machines: give them a key with
     /// --api-key).
     #[arg(long, default_value = "127.0.0.1")]
@@ -75,6 +78,7 @@ pub fn serve(flags: &ServeFlags) -> Result<i32> {
         &EnvFiles {
             config: flags.env_config.clone(),
             tools: flags.tools_config.clone(),
+            swe_bench_path: flags.swe_bench_path.clone(),
             ..EnvFiles::default()
         },
     )?;

@@ -77,6 +77,10 @@ pub struct EvalFlags {
     /// environment's configuration.
     #[arg(long, env = "TOOLS_CONFIG")]
     pub tools_config: Option<PathBuf>,
+    /// The SWE environment's instances: a SWE-bench JSONL file or a folder of them (default:
+    /// its built-in set).
+    #[arg(long, env = "SWE_BENCH_PATH")]
+    pub swe_bench_path: Option<PathBuf>,
     /// Run the episodes on remote environment pools (`env-pool serve`, or the original's
     /// terminal workers), comma-separated in failover order, instead of loading the plugin here.
     #[arg(long, env = "ENV_POOL_URL", value_delimiter = ',')]

@@ -5,6 +5,7 @@ mod bench_serve;
 mod buffer_cmd;
 mod config_cmd;
 pub mod default_model_cmd;
+pub mod env_check_cmd;
 pub mod env_eval_cmd;
 pub mod env_pool_cmd;
 pub mod eval_cmd;
@@ -81,6 +82,14 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// `env` commands.
+#[derive(Subcommand, Debug)]
+pub enum EnvCommand {
+    /// Check a task set: each task's reference solution must solve it and no action must not;
+    /// prints a table, lists the tasks that could not load, exits 1 when any failed.
+    Check(env_check_cmd::CheckFlags),
+}
+
 /// `env-pool` commands.
 #[derive(Subcommand, Debug)]
 pub enum EnvPoolCommand {
@@ -142,6 +151,12 @@ pub enum Command {
     /// Print the fully resolved run configuration, each value annotated with its source.
     #[command(after_help = CONFIG_EXAMPLES)]
     Config(For<flags::All>),
+    /// Check an environment's task set (`env check swe`, `env check terminal --data-path F`).
+    Env {
+        /// The env command.
+        #[command(subcommand)]
+        command: EnvCommand,
+    },
     /// Serve an environment plugin to runs on other machines (the lease protocol; see
     /// `--env-pool-url` of run and eval).
     EnvPool {
@@ -402,6 +417,9 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
     match cli.command {
         Command::Plugins { command } => plugins::run(command),
         Command::Config(flags) => config_cmd::run(&flags),
+        Command::Env {
+            command: EnvCommand::Check(flags),
+        } => env_check_cmd::run(&flags),
         Command::EnvPool {
             command: EnvPoolCommand::Serve(flags),
         } => env_pool_cmd::serve(&flags),

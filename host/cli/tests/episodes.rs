@@ -285,3 +285,89 @@ fn an_episode_the_environment_failed_is_run_again() {
         );
     }
 }
+
+/// `env check` on a task set with a good task, a task whose reference solution is wrong and a
+/// task whose task.yaml does not parse: the table names each, the broken one is skipped, the
+/// exit code says the set has problems; an unknown environment lists the ones that exist.
+#[test]
+fn env_check_reports_each_task_and_skips_a_broken_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("tasks");
+    let builtin = workspace().join("envs/terminal/tasks");
+    std::fs::create_dir_all(&set).unwrap();
+    for (from, to) in [("create-hello", "good"), ("count-words", "wrong-solution")] {
+        assert!(std::process::Command::new("cp")
+            .arg("-r")
+            .arg(builtin.join(from))
+            .arg(set.join(to))
+            .status()
+            .unwrap()
+            .success());
+    }
+    std::fs::write(
+        set.join("wrong-solution/solution.sh"),
+        "echo nothing useful\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(set.join("broken-yaml")).unwrap();
+    std::fs::write(
+        set.join("broken-yaml/task.yaml"),
+        "instruction: [unclosed\n",
+    )
+    .unwrap();
+    let config = dir.path().join("env.toml");
+    std::fs::write(
+        &config,
+        format!("[env]\ntasks_dir = {:?}\n", set.display().to_string()),
+    )
+    .unwrap();
+    let out = common::run_host(
+        dir.path(),
+        &[
+            "env",
+            "check",
+            "terminal",
+            "--env-config",
+            config.to_str().unwrap(),
+        ],
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{said}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let row = |id: &str| {
+        said.lines()
+            .find(|l| l.starts_with(&format!("{id} ")))
+            .unwrap_or_else(|| panic!("no row for {id}: {said}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        row("good"),
+        ["good", "1.00", "solved", "0.00", "ok", row("good")[5]]
+    );
+    assert!(row("wrong-solution").contains(&"FAILED"), "{said}");
+    assert!(
+        said.contains("FAILED wrong-solution: the reference did not solve it"),
+        "{said}"
+    );
+    assert!(
+        said.contains("NOT LOADED task `broken-yaml`: task.yaml"),
+        "{said}"
+    );
+    assert!(
+        said.contains("1 ok, 1 failed, 0 without a reference solution, 1 not loaded"),
+        "{said}"
+    );
+
+    let out = common::run_host(dir.path(), &["env", "check", "no-such-env"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        err.contains("environments there: ") && err.contains("swe") && err.contains("terminal"),
+        "{err}"
+    );
+}

@@ -721,6 +721,14 @@ pub const KEYS: &[KeySpec] = &[
         "the tools and their limits: a TOML file of [tools.<name>] tables added to the environment's configuration",
     ),
     key(
+        "swe_bench_path",
+        Str,
+        "\"\"",
+        &["SWE_BENCH_PATH"],
+        "swe-bench-path",
+        "the SWE environment's instances: a SWE-bench JSONL file or a folder of them (its env.instances); empty: its built-in set",
+    ),
+    key(
         "env_pool_url",
         Str,
         "\"\"",

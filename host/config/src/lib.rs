@@ -88,6 +88,8 @@ pub struct RunConfig {
     pub env: String,
     pub env_config: String,
     pub tools_config: String,
+    /// The SWE environment's instances (`SWE_BENCH_PATH`).
+    pub swe_bench_path: String,
     pub env_pool_url: String,
     pub env_pool_api_key: String,
     pub env_split: String,
@@ -170,11 +172,7 @@ pub const UNREAD_ENV: &[(&str, &str)] = &[
     ),
     (
         "SCREENSHOT_BACKEND",
-        "the GUI environment track is not built yet (`--env toolcall` and `--env terminal` are); unset it",
-    ),
-    (
-        "SWE_BENCH_PATH",
-        "the SWE environment track is not built yet (`--env toolcall` and `--env terminal` are); unset it",
+        "the GUI environment track is not built yet (`--env toolcall`, `--env terminal` and `--env swe` are); unset it",
     ),
 ];
 
@@ -184,10 +182,11 @@ pub const UNREAD_ENV: &[(&str, &str)] = &[
 pub const FLAG_GROUPS: [&str; 4] = ["CKPT_ARGS", "ROLLOUT_ARGS", "OPTIMIZER_ARGS", "LORA_ARGS"];
 
 /// Settings that only an environment run (`--env`) reads.
-pub const ENV_ONLY: [&str; 10] = [
+pub const ENV_ONLY: [&str; 11] = [
     "parallel_envs",
     "env_config",
     "tools_config",
+    "swe_bench_path",
     "env_pool_url",
     "env_pool_api_key",
     "env_split",
@@ -366,6 +365,7 @@ const RULES: &[Rule] = &[
         let set: Vec<&str> = [
             ("env_config", !c.env_config.is_empty()),
             ("tools_config", !c.tools_config.is_empty()),
+            ("swe_bench_path", !c.swe_bench_path.is_empty()),
             ("env_pool_url", !c.env_pool_url.is_empty()),
             ("env_pool_api_key", !c.env_pool_api_key.is_empty()),
             ("env_split", c.env_split != "train"),

@@ -191,6 +191,15 @@ pub trait EnvCalls: Send + Sync {
     fn evaluate(&self, episode: u64) -> Result<Option<Evaluation>>;
     /// Ends an episode.
     fn close(&self, episode: u64) -> Result<()>;
+    /// A task's reference solution (`Ok(None)`: the environment has none).
+    fn reference(&self, task: &Task) -> Result<Option<Vec<Action>>> {
+        let _ = task;
+        Ok(None)
+    }
+    /// The tasks the environment could not load, one line each.
+    fn problems(&self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 impl EnvCalls for EnvHandle {
@@ -211,6 +220,12 @@ impl EnvCalls for EnvHandle {
     }
     fn close(&self, episode: u64) -> Result<()> {
         EnvHandle::close(self, episode)
+    }
+    fn reference(&self, task: &Task) -> Result<Option<Vec<Action>>> {
+        EnvHandle::reference(self, task)
+    }
+    fn problems(&self) -> Vec<String> {
+        EnvHandle::problems(self)
     }
 }
 
@@ -265,7 +280,18 @@ impl TimedEnv {
         self.call("close", timeout, move |e| e.close(episode))
     }
 
-    /// The plugin's name.
+    /// A task's reference solution, when the environment has one (read from the plugin
+    /// directly: it is the plugin's own data, no work is done).
+    pub fn reference(&self, task: &Task) -> Result<Option<Vec<Action>>> {
+        self.env.reference(task)
+    }
+
+    /// The tasks the environment could not load, one line each.
+    pub fn problems(&self) -> Vec<String> {
+        self.env.problems()
+    }
+
+    /// Its name, for messages.
     pub fn plugin(&self) -> &str {
         self.env.plugin()
     }

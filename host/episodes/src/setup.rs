@@ -42,7 +42,6 @@ pub fn env_location(spec: &str) -> Result<PathBuf> {
     // The original's other tracks, by the names its users type.
     let track = match spec {
         "gui" => "; the original's GUI track is not built yet",
-        "swe" => "; the original's SWE track is not built yet",
         _ => "",
     };
     bail!(
@@ -73,6 +72,8 @@ pub struct EnvFiles {
     pub pool_urls: Vec<String>,
     /// The pools' bearer key (`ENV_POOL_API_KEY`); empty: none sent.
     pub pool_key: String,
+    /// The SWE environment's instances (`SWE_BENCH_PATH`), its `env.instances`.
+    pub swe_bench_path: Option<PathBuf>,
 }
 
 /// Reads a `TOOLS_CONFIG` file: TOML with a `[tools]` table and nothing else (anything else
@@ -151,10 +152,42 @@ pub fn open_env(spec: &str, files: &EnvFiles) -> Result<TimedEnv> {
         config.push('\n');
         config.push_str(&text);
     }
+    if let Some(instances) = &files.swe_bench_path {
+        config = with_env_key(&config, "instances", &instances.display().to_string())
+            .with_context(|| format!("SWE_BENCH_PATH={}", instances.display()))?;
+        if plugin.name() != "swe" {
+            bail!(
+                "SWE_BENCH_PATH ({}) is read by the `swe` environment; this run's environment is `{}`: unset it, or run --env swe",
+                instances.display(),
+                plugin.name()
+            );
+        }
+    }
     let host = HostServices::builder()
         .log(TracingLog::new(plugin.name()))
         .build();
     Ok(TimedEnv::new(EnvHandle::new(&plugin, &config, host)?))
+}
+
+/// `config` with `[env] key = value` set, refused when the configuration sets it already (two
+/// places would name the same thing).
+fn with_env_key(config: &str, key: &str, value: &str) -> Result<String> {
+    let mut table: toml::Table =
+        toml::from_str(config).context("the environment's configuration")?;
+    let env = table
+        .entry("env")
+        .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+        .as_table_mut()
+        .context("`env` in the environment's configuration is not a table")?;
+    if env
+        .get(key)
+        .and_then(|v| v.as_str())
+        .is_some_and(|s| !s.is_empty())
+    {
+        bail!("the environment's configuration sets env.{key} too; keep one");
+    }
+    env.insert(key.into(), toml::Value::String(value.into()));
+    Ok(toml::to_string(&table)?)
 }
 
 /// The tasks of a task file: JSON Lines (or one JSON array) of objects. A line's `id` is its
@@ -275,11 +308,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_originals_unbuilt_tracks_are_named_as_such() {
-        for (name, says) in [("gui", "GUI track"), ("swe", "SWE track")] {
-            let e = env_location(name).unwrap_err().to_string();
-            assert!(e.contains(says) && e.contains("not built yet"), "{e}");
-        }
+    fn the_originals_tracks_are_found_by_name() {
+        let e = env_location("gui").unwrap_err().to_string();
+        assert!(
+            e.contains("GUI track") && e.contains("not built yet"),
+            "{e}"
+        );
+        assert!(env_location("swe").unwrap().join("plugin.toml").is_file());
     }
 
     #[test]

@@ -168,6 +168,7 @@ fn open_environment(cfg: &RunConfig) -> Result<Option<OpenedEnv>> {
             tools: path(&cfg.tools_config),
             pool_urls: pool_urls(&cfg.env_pool_url),
             pool_key: cfg.env_pool_api_key.clone(),
+            swe_bench_path: path(&cfg.swe_bench_path),
         },
     )?;
     let call = Duration::from_secs(cfg.env_call_timeout);

@@ -11,7 +11,7 @@ use openclaw_plugin_api::GenerateRequest;
 use openclaw_plugin_api::{
     Action, Evaluation, HostServices, LossBatch, LossOutput, Observation, PluginKind,
     RolloutOutput, RolloutRequest, Score, ScoreRequest, StepOutcome, Task, TrainingSample,
-    NO_EVALUATE,
+    NO_EVALUATE, NO_REFERENCE,
 };
 use std::sync::Arc;
 
@@ -198,5 +198,21 @@ impl EnvHandle {
             Err(e) if e.as_str() == NO_EVALUATE => Ok(None),
             r => call(&self.plugin, PluginKind::Env, r.into()).map(Some),
         }
+    }
+    /// A task's reference solution (`Ok(None)` when the environment has none, or was built
+    /// against an API before 1.4).
+    pub fn reference(&self, task: &Task) -> Result<Option<Vec<Action>>> {
+        match self.inner.reference(task).into_result() {
+            Err(e) if e.as_str() == NO_REFERENCE => Ok(None),
+            r => call(&self.plugin, PluginKind::Env, r.into()).map(|v| Some(v.into_vec())),
+        }
+    }
+    /// The tasks the environment could not load, one line each.
+    pub fn problems(&self) -> Vec<String> {
+        self.inner
+            .problems()
+            .into_iter()
+            .map(|s| s.into_string())
+            .collect()
     }
 }

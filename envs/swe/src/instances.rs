@@ -286,15 +286,10 @@ pub fn load(path: &Path, repos: Option<&Path>) -> Result<Loaded, String> {
 /// Gives every instance without a split one: every `eval_every`-th by id goes to `test`.
 pub fn assign_splits(instances: &mut [Instance], eval_every: usize) {
     instances.sort_by(|a, b| a.id.cmp(&b.id));
-    let mut n = 0;
-    for inst in instances.iter_mut().filter(|i| i.split.is_empty()) {
-        inst.split = if n % eval_every == eval_every - 1 {
-            "test"
-        } else {
-            "train"
-        }
-        .into();
-        n += 1;
+    let unsplit = instances.iter_mut().filter(|i| i.split.is_empty());
+    for (n, inst) in unsplit.enumerate() {
+        let test = n % eval_every == eval_every - 1;
+        inst.split = if test { "test" } else { "train" }.into();
     }
 }
 

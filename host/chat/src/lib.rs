@@ -6,7 +6,8 @@
 //!   [`tokenizer_from_gguf`] builds one (and [`chat_template_from_gguf`] its chat template)
 //!   from GGUF tokenizer metadata.
 //! - [`ChatTemplate`] renders [`ChatMessage`]s with a checkpoint's Jinja chat template the way
-//!   transformers' `apply_chat_template` does.
+//!   transformers' `apply_chat_template` does; a template without a tools section gets the
+//!   tools in the system prompt instead ([`ToolsRoute`], [`tools_system_prompt`]).
 //! - [`OutputParser`] splits generated text into reasoning, content and tool calls, one delta
 //!   at a time.
 
@@ -20,6 +21,7 @@ mod parser;
 mod pyjson;
 mod template;
 mod tokenizer;
+mod tools;
 mod train;
 
 pub use config::TokenizerConfig;
@@ -32,4 +34,5 @@ pub use message::{json_kind, ChatMessage, ContentPart, FunctionCall, MessageCont
 pub use parser::{OutputParser, ParseEvent, ParsedMessage, ParsedToolCall, ParserOptions};
 pub use template::{ChatTemplate, RenderOptions};
 pub use tokenizer::{SpecialToken, SpecialTokens, Tokenizer};
+pub use tools::{tools_system_prompt, ToolsRoute};
 pub use train::{train_bpe, CHATML_TEMPLATE};

@@ -1,7 +1,7 @@
 //! Chat templates rendered the way transformers' `apply_chat_template` renders them.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use anyhow::{anyhow, Result};
 use minijinja::syntax::SyntaxConfig;
@@ -12,6 +12,7 @@ use serde_json::{Map, Value as Json};
 use crate::config::TokenizerConfig;
 use crate::message::ChatMessage;
 use crate::pyjson::{self, DumpOptions};
+use crate::tools::{tool_list, tools_in_messages, ToolsRoute};
 
 /// Per-request rendering options.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -34,6 +35,8 @@ pub struct ChatTemplate {
     /// `tool_use` template exists (transformers' rule).
     has_tool_use: bool,
     special_tokens: Map<String, Json>,
+    /// Found on first use with tools (rendering the probe costs a moment) and shared by clones.
+    tools_route: Arc<OnceLock<ToolsRoute>>,
 }
 
 impl std::fmt::Debug for ChatTemplate {
@@ -46,6 +49,10 @@ impl std::fmt::Debug for ChatTemplate {
 
 const DEFAULT: &str = "default";
 const TOOL_USE: &str = "tool_use";
+
+/// The name of the tool that [`ChatTemplate::tools_route`] renders: one no template writes on
+/// its own, so finding it in the prompt means the template wrote the tools.
+const PROBE_TOOL: &str = "openclaw_probe_tool_5f3a9c";
 
 impl ChatTemplate {
     /// Loads the template of a checkpoint directory: `chat_template.jinja` when present,
@@ -98,6 +105,7 @@ impl ChatTemplate {
             name: name.to_owned(),
             has_tool_use: templates.iter().any(|(n, _)| n == TOOL_USE),
             special_tokens: Map::new(),
+            tools_route: Arc::default(),
         })
     }
 
@@ -113,6 +121,8 @@ impl ChatTemplate {
         set("eos_token", &config.eos_token);
         set("pad_token", &config.pad_token);
         set("unk_token", &config.unk_token);
+        // What the template renders may depend on the special tokens: probe again.
+        self.tools_route = Arc::default();
         self
     }
 
@@ -121,8 +131,54 @@ impl ChatTemplate {
         &self.name
     }
 
-    /// Renders a conversation. `tools` is the request's `tools` array, passed as given.
+    /// How tools reach the model through this template: its own tools section when it writes
+    /// the tools it is given, else the system prompt. Found once, by rendering a user message
+    /// with one tool of a name no template writes on its own (`PROBE_TOOL`) and looking for
+    /// that name in the prompt.
+    pub fn tools_route(&self) -> ToolsRoute {
+        *self.tools_route.get_or_init(|| {
+            let tools = serde_json::json!([{"type": "function", "function": {
+                "name": PROBE_TOOL,
+                "description": "Finds out whether the chat template writes its tools.",
+                "parameters": {"type": "object", "properties": {}}}}]);
+            let options = RenderOptions {
+                add_generation_prompt: true,
+                ..Default::default()
+            };
+            match self.render_as_given(&[ChatMessage::new("user", "Hi.")], Some(&tools), &options) {
+                Ok(prompt) if prompt.contains(PROBE_TOOL) => ToolsRoute::Template,
+                Ok(_) => ToolsRoute::SystemPrompt,
+                // A template that refuses this conversation with tools is left as it is: the
+                // real conversation gets the template's own error, which says why.
+                Err(_) => ToolsRoute::Template,
+            }
+        })
+    }
+
+    /// Renders a conversation. `tools` is the request's `tools` array: passed to the template
+    /// as given when the template writes tools ([`ToolsRoute::Template`]); otherwise, when it
+    /// lists any tool, written into the system prompt, with the conversation's tool calls and
+    /// results written into its messages, in the format of Qwen's templates (see
+    /// [`crate::tools_system_prompt`]), and the template renders that without `tools`. Either
+    /// way the model is asked for `<tool_call>` blocks, which [`crate::OutputParser`] reads.
     pub fn render(
+        &self,
+        messages: &[ChatMessage],
+        tools: Option<&Json>,
+        options: &RenderOptions,
+    ) -> Result<String> {
+        if let Some(listed) = tools.filter(|t| !tool_list(t).is_empty()) {
+            if self.tools_route() == ToolsRoute::SystemPrompt {
+                let messages = tools_in_messages(messages, listed)
+                    .map_err(|e| anyhow!("{}: {e:#}", self.name))?;
+                return self.render_as_given(&messages, None, options);
+            }
+        }
+        self.render_as_given(messages, tools, options)
+    }
+
+    /// Renders a conversation with `tools` passed to the template as given.
+    fn render_as_given(
         &self,
         messages: &[ChatMessage],
         tools: Option<&Json>,

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use openclaw_chat::{
     chat_template_from_gguf, tokenizer_from_gguf, ChatMessage, GgufTokenizerSpec, RenderOptions,
-    Tokenizer,
+    Tokenizer, ToolsRoute,
 };
 use openclaw_engine::weights::gguf::GgufFile;
 use serde_json::Value;
@@ -140,4 +140,25 @@ fn smollm2_chat_template_matches_transformers() {
         let rendered = template.render(&messages, None, &options).unwrap();
         assert_eq!(rendered, chat["rendered"].as_str().unwrap());
     }
+}
+
+/// SmolLM2's template writes no tools: they go into the system prompt, where the model sees them.
+#[test]
+fn smollm2_gets_its_tools_in_the_system_prompt() {
+    let Some(path) = gguf_path() else { return };
+    let template = chat_template_from_gguf(&spec(&path)).unwrap().unwrap();
+    assert_eq!(template.tools_route(), ToolsRoute::SystemPrompt);
+    let tools = serde_json::json!([{"type": "function", "function": {"name": "shell_exec",
+        "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}]);
+    let options = RenderOptions {
+        add_generation_prompt: true,
+        ..Default::default()
+    };
+    let messages = [ChatMessage::new("user", "List the files.")];
+    let rendered = template.render(&messages, Some(&tools), &options).unwrap();
+    assert!(
+        rendered.starts_with("<|im_start|>system\n# Tools\n")
+            && rendered.contains("\"shell_exec\""),
+        "{rendered}"
+    );
 }

@@ -21,6 +21,15 @@ pub fn run(flags: &EvalFlags, env_spec: &str, eval_tasks: usize) -> Result<i32> 
     if flags.parallel_envs == 0 || flags.max_episode_steps == 0 || flags.samples_per_prompt == 0 {
         bail!("--parallel-envs, --max-episode-steps and --samples-per-prompt must be at least 1");
     }
+    // The first line: how the environment's tools reach the model (a template without a tools
+    // section gets them in the system prompt), before any episode's tool calls are counted.
+    eprintln!(
+        "{}",
+        openclaw_policy::tools_line(
+            &flags.model_path.to_string_lossy(),
+            &super::eval_cmd::load_options(flags)
+        )?
+    );
     let env = open_env(
         env_spec,
         &EnvFiles {

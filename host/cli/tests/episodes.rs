@@ -168,6 +168,13 @@ fn eval_runs_the_policys_episodes_and_writes_their_exact_tokens() {
         .output()
         .unwrap();
     common::ok(o.clone());
+    // The first line says how the tools reach the model: Qwen3's template writes them itself.
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        err.lines().next(),
+        Some("tools: the chat template's own tools section"),
+        "{err}"
+    );
     let said = String::from_utf8_lossy(&o.stdout);
     assert!(
         said.contains("on environment `toolcall` (3 tasks of `eval`, 2 episodes each, 3 at once)"),

@@ -65,6 +65,7 @@ where
         plugins: &RunPlugins,
         placement: &Placement<B>,
     ) -> Result<Self> {
+        say_how_tools_reach_the_model(cfg)?;
         let metrics = super::run::new_metrics(cfg)?;
         let (plan, train_config) = resolve(cfg, plugins)?;
         let env = open_environment(cfg)?;
@@ -100,6 +101,20 @@ where
             judge_stats: Some(judged.stats),
         })
     }
+}
+
+/// Before anything else, a run with an environment says on its first line how the
+/// environment's tools reach the model: through its chat template's tools section, or in the
+/// system prompt when the template has none, so that episodes without a tool call are not
+/// read as the model's choice when the template dropped the tools.
+fn say_how_tools_reach_the_model(cfg: &RunConfig) -> Result<()> {
+    if !cfg.env.is_empty() {
+        eprintln!(
+            "{}",
+            openclaw_policy::tools_line(&cfg.model_path, &load_options(cfg))?
+        );
+    }
+    Ok(())
 }
 
 /// What a run does, decided from the configuration and the plugins alone.

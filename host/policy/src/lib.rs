@@ -28,6 +28,18 @@ pub fn load_options(cfg: &RunConfig) -> LoadOptions {
 pub fn model_source(cfg: &RunConfig) -> Result<ModelSource> {
     openclaw_model_store::resolve(&cfg.model_path, std::path::Path::new(&cfg.save_dir))
 }
+
+/// How tools reach the model `spec` names, as the first line of a run with an environment says
+/// it: through its chat template's tools section, or in the system prompt when the template has
+/// none (see [`openclaw_chat::ToolsRoute`]). Reads the tokenizer and chat template, not the
+/// weights.
+pub fn tools_line(spec: &str, load: &LoadOptions) -> Result<String> {
+    let source = openclaw_model_store::resolve(spec, &load.save_dir)?;
+    let (_, template) =
+        openclaw_model_store::tokenizer_and_template(&source, load.tokenizer.as_deref())?;
+    Ok(template.tools_route().line(spec))
+}
+
 pub use scheduler::{Busy, GenEvent, Scheduler, SchedulerOptions};
 
 /// The engine's batch limits from the configuration.

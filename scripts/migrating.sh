@@ -80,6 +80,7 @@ MY_GENERATE="$(plugin my_generate examples/my-generate)"
 TERMINAL="$(plugin openclaw_env_terminal terminal)"
 TOOLCALL="$(plugin openclaw_env_toolcall toolcall)"
 SWE="$(plugin openclaw_env_swe swe)"
+GUI="$(plugin openclaw_env_gui gui)"
 MODEL="$WORK/default-model"
 TINY="$WORK/tiny-model"
 
@@ -137,6 +138,7 @@ map() {
   c="${c//" bash envs/terminal/run_terminal_rl.sh "/" bash envs/terminal/run_terminal_rl.sh --plugin $BINARY_RL "}"
   c="${c//" bash envs/toolcall/run_toolcall_rl.sh "/" bash envs/toolcall/run_toolcall_rl.sh --plugin $BINARY_RL "}"
   c="${c//" bash envs/swe/run_swe_rl.sh "/" bash envs/swe/run_swe_rl.sh --plugin $BINARY_RL "}"
+  c="${c//" bash envs/gui/run_gui_rl.sh "/" bash envs/gui/run_gui_rl.sh --plugin $BINARY_RL "}"
   c="${c//" --plugin methods/binary-rl "/" --plugin $BINARY_RL "}"
   c="${c//" --plugin methods/combine "/" --plugin $COMBINE "}"
   c="${c//" examples/my-method "/" $MY_METHOD "}"
@@ -145,6 +147,7 @@ map() {
   c="${c//" ENV_TYPE=terminal "/" ENV_TYPE=$TERMINAL "}"
   c="${c//" ENV_TYPE=toolcall "/" ENV_TYPE=$TOOLCALL "}"
   c="${c//" ENV_TYPE=swe "/" ENV_TYPE=$SWE "}"
+  c="${c//" ENV_TYPE=gui "/" ENV_TYPE=$GUI "}"
   c="${c//\/path\/to\/swe-bench/$WORK/swe-bench}"
   c="${c//\/path\/to\/base\/model/$MODEL}"
   c="${c//\/path\/to\/judge\/model/$MODEL}"
@@ -272,7 +275,7 @@ openclaw-host --version
 openclaw-host init-default-model --out "$MODEL" | sed 's/^/   | /'
 openclaw-host init-model --preset tiny --out "$TINY" --train-text README.md docs/environments.md \
   | sed 's/^/   | /'
-export MODEL TINY BINARY_RL OPD COMBINE MY_METHOD MY_ROLLOUT MY_GENERATE TERMINAL TOOLCALL SWE
+export MODEL TINY BINARY_RL OPD COMBINE MY_METHOD MY_ROLLOUT MY_GENERATE TERMINAL TOOLCALL SWE GUI
 
 # --- the 45 steps --------------------------------------------------------------------------------
 step 1 "the four loops (serving, rollout collection, judging, training)" nothing
@@ -293,7 +296,6 @@ nothing "serving is built in; \`--backend sglang\` is refused (step 33)"
 step 6 "the method and track folders" typed
 SHOW=6 typed 'ls -d methods/binary-rl methods/opd methods/combine envs/terminal envs/toolcall examples/my-method' \
   'methods/binary-rl' 'envs/toolcall'
-note "no gui-rl: that track is not built (step 28)"
 
 step 7 "choose Binary RL (GRPO)" nothing
 nothing "a choice: methods/binary-rl (step 10)"
@@ -434,9 +436,11 @@ step 27 "terminal agent RL: ENV_TYPE=terminal, MAX_STEPS, PARALLEL_ENVS" typed
 typed 'ENV_TYPE=terminal MAX_STEPS=20 PARALLEL_ENVS=32 MODEL_PATH=/path/to/agent/model CKPT_SAVE_DIR=./checkpoints bash envs/terminal/run_terminal_rl.sh --max-steps 1 --rollout-batch-size 4 --num-rollouts-per-prompt 2 --max-episode-steps 1 --default-max-tokens 16 --env-eval-interval 0' \
   '^step +1 .*episodes \(last [1-9]' 'stopped after step 1'
 
-step 28 "GUI agent RL: ENV_TYPE=gui, SCREENSHOT_BACKEND" refused
-refused 'ENV_TYPE=gui SCREENSHOT_BACKEND=playwright PARALLEL_ENVS=16 openclaw-host run --plugin methods/binary-rl --model-path /path/to/agent/model' \
-  'SCREENSHOT_BACKEND' 'GUI'
+step 28 "GUI agent RL: ENV_TYPE=gui, SCREENSHOT_BACKEND, PARALLEL_ENVS" typed
+refused 'ENV_TYPE=gui SCREENSHOT_BACKEND=playwright PARALLEL_ENVS=16 MODEL_PATH=/path/to/agent/model CKPT_SAVE_DIR=./checkpoints bash envs/gui/run_gui_rl.sh --max-steps 1' \
+  'playwright' 'SCREENSHOT_BACKEND=webdriver'
+typed 'ENV_TYPE=gui SCREENSHOT_BACKEND=webdriver PARALLEL_ENVS=2 MODEL_PATH=/path/to/agent/model CKPT_SAVE_DIR=./checkpoints bash envs/gui/run_gui_rl.sh --max-steps 1 --rollout-batch-size 2 --num-rollouts-per-prompt 2 --max-episode-steps 1 --default-max-tokens 16 --env-eval-interval 0' \
+  '^step +1 .*episodes \(last [1-9]' 'stopped after step 1'
 
 step 29 "tool-call agent RL: ENV_TYPE=toolcall, TOOLS_CONFIG, PARALLEL_ENVS" typed
 mkdir -p "$WORK/toolcall-rl"

@@ -53,6 +53,10 @@ if ! /usr/bin/python3 -c 'import pytest' 2>/dev/null; then
     exit 1
 fi
 # The dashboard's test loads it in a real browser.
+if ! command -v chromedriver >/dev/null; then
+    echo "test.sh: the GUI environment's tests need chromedriver: apt-get install chromium-driver" >&2
+    exit 1
+fi
 if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null; then
     echo "test.sh: the dashboard's test needs Chromium: apt-get install chromium" >&2
     exit 1

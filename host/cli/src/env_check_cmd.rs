@@ -32,6 +32,10 @@ pub struct CheckFlags {
     /// The SWE environment's instances: a SWE-bench JSONL file or a folder of them.
     #[arg(long, env = "SWE_BENCH_PATH")]
     pub swe_bench_path: Option<PathBuf>,
+    /// The GUI environment's browser driver: webdriver (the original's playwright and selenium
+    /// are refused).
+    #[arg(long, env = "SCREENSHOT_BACKEND")]
+    pub screenshot_backend: Option<String>,
     /// Only the tasks whose id contains this text.
     #[arg(long)]
     pub only: Option<String>,
@@ -104,6 +108,7 @@ pub fn run(flags: &CheckFlags) -> Result<i32> {
             config: flags.env_config.clone(),
             tools: flags.tools_config.clone(),
             swe_bench_path: flags.swe_bench_path.clone(),
+            screenshot_backend: flags.screenshot_backend.clone(),
             ..EnvFiles::default()
         },
     )?;

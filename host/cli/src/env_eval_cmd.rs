@@ -38,6 +38,7 @@ pub fn run(flags: &EvalFlags, env_spec: &str, eval_tasks: usize) -> Result<i32> 
             pool_urls: flags.env_pool_url.clone(),
             pool_key: flags.env_pool_api_key.clone(),
             swe_bench_path: flags.swe_bench_path.clone(),
+            screenshot_backend: flags.screenshot_backend.clone(),
         },
     )?;
     let call = Duration::from_secs(flags.env_call_timeout.max(1));

@@ -23,6 +23,10 @@ pub struct ServeFlags {
     /// The SWE environment's instances: a SWE-bench JSONL file or a folder of them.
     #[arg(long, env = "SWE_BENCH_PATH")]
     pub swe_bench_path: Option<PathBuf>,
+    /// The GUI environment's browser driver: webdriver (the original's playwright and selenium
+    /// are refused).
+    #[arg(long, env = "SCREENSHOT_BACKEND")]
+    pub screenshot_backend: Option<String>,
     /// Address to listen on (a non-loopback one serves other machines: give them a key with
     /// --api-key).
     #[arg(long, default_value = "127.0.0.1")]
@@ -79,6 +83,7 @@ pub fn serve(flags: &ServeFlags) -> Result<i32> {
             config: flags.env_config.clone(),
             tools: flags.tools_config.clone(),
             swe_bench_path: flags.swe_bench_path.clone(),
+            screenshot_backend: flags.screenshot_backend.clone(),
             ..EnvFiles::default()
         },
     )?;

@@ -81,6 +81,10 @@ pub struct EvalFlags {
     /// its built-in set).
     #[arg(long, env = "SWE_BENCH_PATH")]
     pub swe_bench_path: Option<PathBuf>,
+    /// The GUI environment's browser driver: webdriver (the original's playwright and selenium
+    /// are refused).
+    #[arg(long, env = "SCREENSHOT_BACKEND")]
+    pub screenshot_backend: Option<String>,
     /// Run the episodes on remote environment pools (`env-pool serve`, or the original's
     /// terminal workers), comma-separated in failover order, instead of loading the plugin here.
     #[arg(long, env = "ENV_POOL_URL", value_delimiter = ',')]

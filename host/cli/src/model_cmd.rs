@@ -25,7 +25,9 @@ pub fn preset(name: &str, vocab: usize) -> Result<ModelConfig> {
         other => bail!("unknown preset `{other}` (known: tiny, small)"),
     };
     c.rope_theta = 10_000.0;
-    c.max_position_embeddings = 2048;
+    // Room for an environment's first message (the GUI tool's schema and a page take
+    // 2,400 to 6,000 of a small vocabulary's tokens); the positions are RoPE, nothing to learn.
+    c.max_position_embeddings = 8192;
     Ok(c)
 }
 

@@ -729,6 +729,14 @@ pub const KEYS: &[KeySpec] = &[
         "the SWE environment's instances: a SWE-bench JSONL file or a folder of them (its env.instances); empty: its built-in set",
     ),
     key(
+        "screenshot_backend",
+        Str,
+        "\"\"",
+        &["SCREENSHOT_BACKEND"],
+        "screenshot-backend",
+        "the GUI environment's browser driver (its env.screenshot_backend): webdriver; the original's playwright and selenium are refused",
+    ),
+    key(
         "env_pool_url",
         Str,
         "\"\"",

@@ -90,6 +90,8 @@ pub struct RunConfig {
     pub tools_config: String,
     /// The SWE environment's instances (`SWE_BENCH_PATH`).
     pub swe_bench_path: String,
+    /// The GUI environment's driver (`SCREENSHOT_BACKEND`).
+    pub screenshot_backend: String,
     pub env_pool_url: String,
     pub env_pool_api_key: String,
     pub env_split: String,
@@ -170,10 +172,6 @@ pub const UNREAD_ENV: &[(&str, &str)] = &[
         "TINKER_ENDPOINT",
         "Tinker (the original's hosted training service) is not used: this host trains on this machine and its GPUs (TRAIN_GPUS); unset it",
     ),
-    (
-        "SCREENSHOT_BACKEND",
-        "the GUI environment track is not built yet (`--env toolcall`, `--env terminal` and `--env swe` are); unset it",
-    ),
 ];
 
 /// The original's flag-group variables. Its launch scripts pass them as flags, as ours do; set
@@ -182,11 +180,12 @@ pub const UNREAD_ENV: &[(&str, &str)] = &[
 pub const FLAG_GROUPS: [&str; 4] = ["CKPT_ARGS", "ROLLOUT_ARGS", "OPTIMIZER_ARGS", "LORA_ARGS"];
 
 /// Settings that only an environment run (`--env`) reads.
-pub const ENV_ONLY: [&str; 11] = [
+pub const ENV_ONLY: [&str; 12] = [
     "parallel_envs",
     "env_config",
     "tools_config",
     "swe_bench_path",
+    "screenshot_backend",
     "env_pool_url",
     "env_pool_api_key",
     "env_split",
@@ -366,6 +365,7 @@ const RULES: &[Rule] = &[
             ("env_config", !c.env_config.is_empty()),
             ("tools_config", !c.tools_config.is_empty()),
             ("swe_bench_path", !c.swe_bench_path.is_empty()),
+            ("screenshot_backend", !c.screenshot_backend.is_empty()),
             ("env_pool_url", !c.env_pool_url.is_empty()),
             ("env_pool_api_key", !c.env_pool_api_key.is_empty()),
             ("env_split", c.env_split != "train"),

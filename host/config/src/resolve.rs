@@ -766,7 +766,7 @@ mod tests {
         // The original's variables: read where there is an equivalent, refused by name where not.
         let r = resolve(&inputs(&[("BASE_MODEL_PATH", "/m")], &[], &[], None), &none).unwrap();
         assert_eq!(r.config.model_path, "/m");
-        for var in ["TINKER_API_KEY", "SCREENSHOT_BACKEND"] {
+        for var in ["TINKER_API_KEY", "TINKER_ENDPOINT"] {
             let e = resolve(&inputs(&[(var, "x")], &[], &[], None), &none).unwrap_err();
             assert!(
                 e.to_string()

@@ -39,13 +39,8 @@ pub fn env_location(spec: &str) -> Result<PathBuf> {
         .collect();
     known.sort();
     known.dedup();
-    // The original's other tracks, by the names its users type.
-    let track = match spec {
-        "gui" => "; the original's GUI track is not built yet",
-        _ => "",
-    };
     bail!(
-        "environment `{spec}`: no such crate directory or library, and no {spec}/plugin.toml in {} (environments there: {}){track}",
+        "environment `{spec}`: no such crate directory or library, and no {spec}/plugin.toml in {} (environments there: {})",
         folders
             .iter()
             .map(|f| f.display().to_string())
@@ -74,6 +69,8 @@ pub struct EnvFiles {
     pub pool_key: String,
     /// The SWE environment's instances (`SWE_BENCH_PATH`), its `env.instances`.
     pub swe_bench_path: Option<PathBuf>,
+    /// The GUI environment's driver (`SCREENSHOT_BACKEND`), its `env.screenshot_backend`.
+    pub screenshot_backend: Option<String>,
 }
 
 /// Reads a `TOOLS_CONFIG` file: TOML with a `[tools]` table and nothing else (anything else
@@ -153,8 +150,6 @@ pub fn open_env(spec: &str, files: &EnvFiles) -> Result<TimedEnv> {
         config.push_str(&text);
     }
     if let Some(instances) = &files.swe_bench_path {
-        config = with_env_key(&config, "instances", &instances.display().to_string())
-            .with_context(|| format!("SWE_BENCH_PATH={}", instances.display()))?;
         if plugin.name() != "swe" {
             bail!(
                 "SWE_BENCH_PATH ({}) is read by the `swe` environment; this run's environment is `{}`: unset it, or run --env swe",
@@ -162,6 +157,28 @@ pub fn open_env(spec: &str, files: &EnvFiles) -> Result<TimedEnv> {
                 plugin.name()
             );
         }
+        config = with_env_key(
+            &config,
+            "instances",
+            &instances.display().to_string(),
+            files.config.is_some(),
+        )
+        .with_context(|| format!("SWE_BENCH_PATH={}", instances.display()))?;
+    }
+    if let Some(backend) = &files.screenshot_backend {
+        if plugin.name() != "gui" {
+            bail!(
+                "SCREENSHOT_BACKEND ({backend}) is read by the `gui` environment; this run's environment is `{}`: unset it, or run --env gui",
+                plugin.name()
+            );
+        }
+        config = with_env_key(
+            &config,
+            "screenshot_backend",
+            backend,
+            files.config.is_some(),
+        )
+        .with_context(|| format!("SCREENSHOT_BACKEND={backend}"))?;
     }
     let host = HostServices::builder()
         .log(TracingLog::new(plugin.name()))
@@ -169,9 +186,10 @@ pub fn open_env(spec: &str, files: &EnvFiles) -> Result<TimedEnv> {
     Ok(TimedEnv::new(EnvHandle::new(&plugin, &config, host)?))
 }
 
-/// `config` with `[env] key = value` set, refused when the configuration sets it already (two
-/// places would name the same thing).
-fn with_env_key(config: &str, key: &str, value: &str) -> Result<String> {
+/// `config` with `[env] key = value` set. The plugin's default configuration gives way; a
+/// user's configuration file (`from_file`) that sets another value is refused, since two places
+/// would name the same thing.
+fn with_env_key(config: &str, key: &str, value: &str, from_file: bool) -> Result<String> {
     let mut table: toml::Table =
         toml::from_str(config).context("the environment's configuration")?;
     let env = table
@@ -179,12 +197,12 @@ fn with_env_key(config: &str, key: &str, value: &str) -> Result<String> {
         .or_insert_with(|| toml::Value::Table(toml::Table::new()))
         .as_table_mut()
         .context("`env` in the environment's configuration is not a table")?;
-    if env
+    let set = env
         .get(key)
         .and_then(|v| v.as_str())
-        .is_some_and(|s| !s.is_empty())
-    {
-        bail!("the environment's configuration sets env.{key} too; keep one");
+        .filter(|s| !s.is_empty());
+    if let Some(set) = set.filter(|s| from_file && *s != value) {
+        bail!("ENV_CONFIG sets env.{key} = {set:?} too; keep one");
     }
     env.insert(key.into(), toml::Value::String(value.into()));
     Ok(toml::to_string(&table)?)
@@ -309,12 +327,14 @@ mod tests {
 
     #[test]
     fn the_originals_tracks_are_found_by_name() {
-        let e = env_location("gui").unwrap_err().to_string();
+        for name in ["toolcall", "terminal", "swe", "gui"] {
+            assert!(env_location(name).unwrap().join("plugin.toml").is_file());
+        }
+        let e = env_location("osworld").unwrap_err().to_string();
         assert!(
-            e.contains("GUI track") && e.contains("not built yet"),
+            e.contains("environments there: ") && e.contains("gui, swe"),
             "{e}"
         );
-        assert!(env_location("swe").unwrap().join("plugin.toml").is_file());
     }
 
     #[test]

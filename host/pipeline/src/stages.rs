@@ -184,6 +184,8 @@ fn open_environment(cfg: &RunConfig) -> Result<Option<OpenedEnv>> {
             pool_urls: pool_urls(&cfg.env_pool_url),
             pool_key: cfg.env_pool_api_key.clone(),
             swe_bench_path: path(&cfg.swe_bench_path),
+            screenshot_backend: (!cfg.screenshot_backend.is_empty())
+                .then(|| cfg.screenshot_backend.clone()),
         },
     )?;
     let call = Duration::from_secs(cfg.env_call_timeout);

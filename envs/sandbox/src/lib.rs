@@ -7,7 +7,10 @@
 //!   files of `/etc` (the loader cache, `alternatives`, a `passwd` and `group` naming the
 //!   sandbox user), private `/proc`, `/dev` and a size-capped `/tmp`, and its episode's work
 //!   directory at `/work`, the only host directory it can write. Nothing else of the host
-//!   exists inside: not `/home`, `/root`, the project, or other episodes' directories.
+//!   exists inside: not `/home`, `/root`, the project, or other episodes' directories. With a
+//!   task's image ([`SystemRoot::Image`], built by `openclaw-env-images`) the image's folders
+//!   and its `/etc` take the place of the host's `/usr`, links and `/etc` files; the rest is
+//!   the same.
 //! - **Network:** none (its own empty network namespace: loopback only, and nothing listens).
 //! - **Environment:** cleared twice (the host starts bubblewrap with an empty environment, so
 //!   not even `/proc/1/environ` inside holds a host variable), then `PATH`, `HOME`, `LANG`,
@@ -112,7 +115,31 @@ pub struct SandboxConfig {
     pub work_mount: PathBuf,
     /// How the memory of a command's processes together is bounded.
     pub memory_bound: MemoryBound,
+    /// The system commands see: the host's `/usr` (default) or a task's image.
+    pub system: SystemRoot,
+    /// Environment variables every command gets after the sandbox's own (an image's `ENV`);
+    /// a [`Run`]'s come after these and win.
+    pub env: Vec<(String, String)>,
 }
+
+/// The system a sandbox's commands see at `/usr`, `/bin`…, and `/etc`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum SystemRoot {
+    /// The host's `/usr` and the links or folders beside it, and a few files of its `/etc`.
+    #[default]
+    Host,
+    /// A root filesystem built for the task (`openclaw-env-images`): each of its top-level
+    /// folders read-only (links as links), its whole `/etc` among them, except the ones the
+    /// sandbox makes its own ([`IMAGE_OWN`] and the work directory's). Host paths bound inside
+    /// (`read_only`, a [`Run`]'s binds) need their mount point in the image when they lie
+    /// under one of its folders, which are read-only.
+    Image(PathBuf),
+}
+
+/// Top-level folders of an image the sandbox does not show: it mounts its own `/proc`, `/dev`
+/// and `/tmp`, and shows nothing of `/sys` or `/run` (an image's `/run` holds only what its
+/// build left).
+pub const IMAGE_OWN: [&str; 5] = ["proc", "dev", "sys", "tmp", "run"];
 
 /// How a sandbox bounds the memory of all of a command's processes together.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -135,6 +162,8 @@ impl Default for SandboxConfig {
             workdir_root: None,
             work_mount: PathBuf::from("/work"),
             memory_bound: MemoryBound::default(),
+            system: SystemRoot::Host,
+            env: Vec::new(),
         }
     }
 }
@@ -148,6 +177,8 @@ pub enum SandboxError {
     Unusable(String),
     /// The limits cannot be kept here as given (why, and what to change).
     Limits(String),
+    /// The configured image is not a root filesystem (what is missing).
+    Image(String),
     /// A command left the work directory larger than its limit (bytes).
     WorkdirFull(u64),
     /// The host failed (a directory, a pipe, a process).
@@ -170,6 +201,7 @@ impl std::fmt::Display for SandboxError {
                  namespaces, or to be run as root)"
             ),
             SandboxError::Limits(why) => write!(f, "sandbox limits: {why}"),
+            SandboxError::Image(why) => write!(f, "sandbox image: {why}"),
             SandboxError::WorkdirFull(limit) => write!(
                 f,
                 "the work directory grew past its limit of {} MiB",
@@ -272,6 +304,16 @@ const UID_SPAN: u32 = 50_000;
 impl Sandbox {
     /// Finds bubblewrap and starts one empty sandbox to prove it works.
     pub fn new(config: SandboxConfig) -> Result<Sandbox, SandboxError> {
+        if let SystemRoot::Image(root) = &config.system {
+            for needed in ["usr", "etc"] {
+                if !root.join(needed).is_dir() {
+                    return Err(SandboxError::Image(format!(
+                        "{} has no {needed} folder: not a root filesystem",
+                        root.display()
+                    )));
+                }
+            }
+        }
         let bwrap = find_binary(&config.bwrap)
             .ok_or_else(|| SandboxError::Missing(config.bwrap.clone()))?;
         let etc = tempfile::Builder::new()
@@ -427,22 +469,58 @@ impl Sandbox {
             &"TMPDIR",
             &"/tmp",
         ]);
-        for (k, v) in &run.env {
+        for (k, v) in c.env.iter().chain(&run.env) {
             push(&[&"--setenv", k, v]);
         }
-        push(&[&"--ro-bind", &"/usr", &"/usr"]);
-        // Merged-/usr systems link these into /usr; older ones have real directories.
-        for d in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
-            let p = Path::new(d);
-            match std::fs::read_link(p) {
-                Ok(target) => push(&[&"--symlink", &target, &p]),
-                Err(_) if p.is_dir() => push(&[&"--ro-bind", &p, &p]),
-                Err(_) => {}
+        match &c.system {
+            SystemRoot::Host => {
+                push(&[&"--ro-bind", &"/usr", &"/usr"]);
+                // Merged-/usr systems link these into /usr; older ones have real directories.
+                for d in ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"] {
+                    let p = Path::new(d);
+                    match std::fs::read_link(p) {
+                        Ok(target) => push(&[&"--symlink", &target, &p]),
+                        Err(_) if p.is_dir() => push(&[&"--ro-bind", &p, &p]),
+                        Err(_) => {}
+                    }
+                }
+                for f in ["/etc/ld.so.cache", "/etc/alternatives", "/etc/localtime"] {
+                    if Path::new(f).exists() {
+                        push(&[&"--ro-bind", &f, &f]);
+                    }
+                }
             }
-        }
-        for f in ["/etc/ld.so.cache", "/etc/alternatives", "/etc/localtime"] {
-            if Path::new(f).exists() {
-                push(&[&"--ro-bind", &f, &f]);
+            SystemRoot::Image(root) => {
+                // The work directory replaces the image's folder of that name whole.
+                let work_top = match c.work_mount.strip_prefix("/").ok().map(Path::components) {
+                    Some(mut parts) => match (parts.next(), parts.next()) {
+                        (Some(std::path::Component::Normal(top)), None) => Some(top.to_owned()),
+                        _ => None,
+                    },
+                    None => None,
+                };
+                let mut names: Vec<OsString> = std::fs::read_dir(root)
+                    .map(|entries| entries.flatten().map(|e| e.file_name()).collect())
+                    .unwrap_or_default();
+                names.sort();
+                for name in names {
+                    if IMAGE_OWN.iter().any(|own| name == *own) || work_top.as_ref() == Some(&name)
+                    {
+                        continue;
+                    }
+                    let host = root.join(&name);
+                    let inside = Path::new("/").join(&name);
+                    match std::fs::symlink_metadata(&host) {
+                        // A link means a path inside the image: bubblewrap makes it as it is.
+                        Ok(m) if m.file_type().is_symlink() => {
+                            if let Ok(target) = std::fs::read_link(&host) {
+                                push(&[&"--symlink", &target, &inside]);
+                            }
+                        }
+                        Ok(m) if m.is_dir() => push(&[&"--ro-bind", &host, &inside]),
+                        _ => {}
+                    }
+                }
             }
         }
         let etc = self.inner.etc.path();
@@ -859,5 +937,115 @@ mod tests {
         assert_eq!(args.iter().filter(|a| *a == "--bind").count(), 1);
         let env = args.iter().position(|a| a == "A").unwrap();
         assert_eq!(args[env - 1], "--setenv");
+        // The host's system by default, as before images.
+        let usr = args.iter().position(|a| a == "/usr").unwrap();
+        assert_eq!(&args[usr - 1..usr + 2], ["--ro-bind", "/usr", "/usr"]);
+    }
+
+    /// The arguments a sandbox of `config` gives bubblewrap for `run` in `/tmp/w`.
+    fn args_of(config: SandboxConfig, run: &Run) -> Vec<String> {
+        let s = Sandbox {
+            inner: Arc::new(Inner {
+                bwrap: PathBuf::from("bwrap"),
+                config,
+                etc: tempfile::tempdir().unwrap(),
+                root: false,
+                seccomp: Vec::new(),
+                cgroups: None,
+                processes: 64,
+            }),
+        };
+        s.bwrap_args(Path::new("/tmp/w"), run)
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect()
+    }
+
+    /// Whether `args` holds `window` in a row.
+    fn has(args: &[String], window: &[&str]) -> bool {
+        args.windows(window.len()).any(|w| w == window)
+    }
+
+    #[test]
+    fn an_image_takes_the_place_of_the_hosts_system_and_nothing_else_changes() {
+        let image = tempfile::tempdir().unwrap();
+        let r = image.path();
+        for d in [
+            "usr/bin", "etc", "opt/tool", "proc", "tmp", "run", "app", "var",
+        ] {
+            std::fs::create_dir_all(r.join(d)).unwrap();
+        }
+        std::os::unix::fs::symlink("usr/bin", r.join("bin")).unwrap();
+        std::fs::write(r.join("README"), "a file at the top is not shown").unwrap();
+        let config = SandboxConfig {
+            system: SystemRoot::Image(r.to_path_buf()),
+            work_mount: PathBuf::from("/app"),
+            env: vec![
+                ("FROM_IMAGE".into(), "1".into()),
+                ("B".into(), "image".into()),
+            ],
+            ..SandboxConfig::default()
+        };
+        let args = args_of(config, &Run::new(["python3"]).env("B", "run"));
+        let at = |p: &Path| p.display().to_string();
+        assert!(
+            has(&args, &["--ro-bind", at(&r.join("usr")).as_str(), "/usr"]),
+            "{args:?}"
+        );
+        assert!(
+            has(&args, &["--ro-bind", at(&r.join("etc")).as_str(), "/etc"]),
+            "{args:?}"
+        );
+        assert!(
+            has(&args, &["--ro-bind", at(&r.join("opt")).as_str(), "/opt"]),
+            "{args:?}"
+        );
+        assert!(has(&args, &["--symlink", "usr/bin", "/bin"]), "{args:?}");
+        // Nothing of the host's system, nor the image's own /proc, /tmp, /run or work folder.
+        assert!(!has(&args, &["--ro-bind", "/usr", "/usr"]), "{args:?}");
+        assert!(
+            !args.iter().any(|a| a.starts_with("/etc/ld.so")),
+            "{args:?}"
+        );
+        for own in ["proc", "tmp", "run", "app", "README"] {
+            assert!(!args.contains(&at(&r.join(own))), "{own} bound: {args:?}");
+        }
+        // The sandbox's own passwd and group lie over the image's /etc.
+        let etc = args.iter().position(|a| *a == at(&r.join("etc"))).unwrap();
+        let passwd = args.iter().position(|a| a == "/etc/passwd").unwrap();
+        assert!(passwd > etc, "{args:?}");
+        // The image's variables, then the run's, which win.
+        let sep = args.iter().position(|a| a == "--").unwrap();
+        assert!(has(&args[..sep], &["--setenv", "FROM_IMAGE", "1"]));
+        let b = |v: &str| {
+            args.windows(3)
+                .position(|w| w == ["--setenv", "B", v])
+                .unwrap()
+        };
+        assert!(b("image") < b("run"));
+        // The same namespaces, work directory and read-only root as on the host's system.
+        for flag in [
+            "--unshare-all",
+            "--clearenv",
+            "--disable-userns",
+            "--remount-ro",
+        ] {
+            assert!(args[..sep].iter().any(|a| a == flag), "{flag} missing");
+        }
+        assert!(has(&args, &["--bind", "/tmp/w", "/app"]));
+        assert_eq!(args.iter().filter(|a| *a == "--bind").count(), 1);
+    }
+
+    #[test]
+    fn an_image_without_usr_is_refused() {
+        let empty = tempfile::tempdir().unwrap();
+        let err = Sandbox::new(SandboxConfig {
+            system: SystemRoot::Image(empty.path().to_path_buf()),
+            ..SandboxConfig::default()
+        })
+        .err()
+        .expect("an empty folder is no image");
+        assert!(matches!(err, SandboxError::Image(_)), "{err}");
+        assert!(err.to_string().contains("has no usr folder"), "{err}");
     }
 }

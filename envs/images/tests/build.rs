@@ -193,7 +193,8 @@ mod slow {
             return;
         }
         let (_ctx, spec) = spec_in(
-            "FROM python:3.11-slim\nRUN pip install --no-cache-dir six==1.16.0\nCOPY hello.py /opt/hello/\nENV PYTHONPATH=/opt/hello\n",
+            // The same image as the terminal environment's image test, so a CI run builds it once.
+            "FROM python:3.11-slim\nRUN apt-get update && apt-get install -y --no-install-recommends git python3-pytest\nRUN pip install --no-cache-dir six==1.16.0\nCOPY hello.py /opt/hello/\nENV PYTHONPATH=/opt/hello\n",
         );
         let cache = cache();
         let built = cache.build(&spec).unwrap_or_else(|e| panic!("{e}"));

@@ -54,6 +54,11 @@ pub struct Config {
     pub work_mb: u64,
     /// The bubblewrap binary.
     pub bwrap: String,
+    /// The system every instance runs on: a Dockerfile (the supported subset) or an image
+    /// TOML; empty: the host's. A row's own `image` (a path beside its file) wins.
+    pub image: String,
+    /// Where built images are kept; empty: `OPENCLAW_IMAGE_CACHE`, else the default cache.
+    pub image_cache: String,
 }
 
 impl Default for Config {
@@ -73,6 +78,8 @@ impl Default for Config {
             memory_total_mb: 8192,
             work_mb: 1024,
             bwrap: "bwrap".into(),
+            image: String::new(),
+            image_cache: String::new(),
         }
     }
 }
@@ -94,6 +101,8 @@ pub struct SweEnv {
     /// The built-in instances' folder, removed with the environment.
     _builtin: Option<tempfile::TempDir>,
     episodes: EpisodeTable<Episode>,
+    /// Instances with an image, by id: the sandbox on it.
+    imaged: std::collections::HashMap<String, Sandbox>,
 }
 
 /// A command with what every command here gets: git's identity, no pager, `HOME` outside the repository so
@@ -262,7 +271,7 @@ impl SweEnv {
         details["dropped_test_changes"] = json!(dropped);
 
         let fresh = self
-            .sandbox
+            .sandbox_of(inst)
             .workdir()
             .map_err(|e| format!("env `swe`: {e}"))?;
         self.checkout(&fresh, inst)?;
@@ -334,10 +343,117 @@ impl SweEnv {
         Ok((resolved, details))
     }
 
+    /// The sandbox an instance runs in: on its image, or on the host's system.
+    fn sandbox_of(&self, inst: &Instance) -> &Sandbox {
+        self.imaged.get(&inst.id).unwrap_or(&self.sandbox)
+    }
+
     /// The instances this environment has, in order.
     pub fn instances(&self) -> &[Instance] {
         &self.instances
     }
+}
+
+/// Builds the instances' images (`env.image`, or a row's own `image`; each distinct one once)
+/// and a sandbox on each. An instance whose image cannot be read or built is reported and left
+/// out.
+fn images(
+    cfg: &Config,
+    base: &SandboxConfig,
+    host: &HostServices,
+    list: &mut Vec<Instance>,
+    problems: &mut Vec<String>,
+) -> PluginResult<std::collections::HashMap<String, Sandbox>> {
+    use openclaw_env_images::{ImageCache, ImageSpec};
+    let mut out = std::collections::HashMap::new();
+    let read = |path: &Path| -> Result<ImageSpec, String> {
+        if path
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().ends_with(".toml"))
+        {
+            let text =
+                std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            ImageSpec::from_toml(&text).map_err(|e| e.to_string())
+        } else {
+            ImageSpec::from_dockerfile(path).map_err(|e| e.to_string())
+        }
+    };
+    let shared = if cfg.image.is_empty() {
+        None
+    } else {
+        Some(read(Path::new(&cfg.image)).map_err(|e| format!("env.image: {e}"))?)
+    };
+    if shared.is_none() && list.iter().all(|i| i.image.is_none()) {
+        return Ok(out);
+    }
+    let cache = if cfg.image_cache.is_empty() {
+        ImageCache::at_default()
+    } else {
+        Ok(ImageCache::new(&cfg.image_cache))
+    }
+    .map_err(|e| format!("env `swe`: the image cache: {e}"))?;
+    let mut by_key: std::collections::HashMap<String, Result<Sandbox, String>> = Default::default();
+    let mut failed = Vec::new();
+    for inst in list.iter() {
+        let spec = match (&inst.image, &shared) {
+            (Some(p), _) => match read(p) {
+                Ok(s) => s,
+                Err(e) => {
+                    failed.push((inst.id.clone(), e));
+                    continue;
+                }
+            },
+            (None, Some(s)) => s.clone(),
+            (None, None) => continue,
+        };
+        // The checkout, the diff and the patches are git's work inside the sandbox.
+        let mut spec = spec;
+        if !spec.apt.iter().any(|p| p == "git") {
+            spec.apt.push("git".into());
+            spec.apt.sort();
+        }
+        let key = match cache.key(&spec) {
+            Ok(k) => k,
+            Err(e) => {
+                failed.push((inst.id.clone(), e.to_string()));
+                continue;
+            }
+        };
+        let made = by_key.entry(key).or_insert_with(|| {
+            if cache.cached(&spec).ok().flatten().is_none() {
+                host.info(&format!(
+                    "env `swe`: building the image {} (instance `{}`); a first build takes a minute or two",
+                    spec.origin, inst.id
+                ));
+            }
+            let built = cache.build(&spec).map_err(|e| e.to_string())?;
+            Sandbox::new(SandboxConfig {
+                system: openclaw_sandbox::SystemRoot::Image(built.root.clone()),
+                env: built.env.clone(),
+                ..base.clone()
+            })
+            .map_err(|e| e.to_string())
+        });
+        match made {
+            Ok(s) => {
+                out.insert(inst.id.clone(), s.clone());
+            }
+            Err(e) => failed.push((inst.id.clone(), e.clone())),
+        }
+    }
+    for (id, why) in failed {
+        let line = format!("instance `{id}`: its image: {why}");
+        host.warn(&format!("env `swe`: skipped {line}"));
+        problems.push(line);
+        list.retain(|i| i.id != id);
+    }
+    if list.is_empty() {
+        return Err(format!(
+            "env `swe`: no instance is left:\n  {}",
+            problems.join("\n  ")
+        ));
+    }
+    Ok(out)
 }
 
 impl Env for SweEnv {
@@ -413,7 +529,7 @@ impl Env for SweEnv {
         }
         instances::assign_splits(&mut list, cfg.eval_every);
         let longest = cfg.exec_seconds.max(cfg.eval_seconds);
-        let sandbox = Sandbox::new(SandboxConfig {
+        let sandbox_config = SandboxConfig {
             bwrap: PathBuf::from(&cfg.bwrap),
             limits: Limits {
                 memory_bytes: cfg.memory_mb << 20,
@@ -426,15 +542,19 @@ impl Env for SweEnv {
             },
             work_mount: PathBuf::from(TESTBED),
             ..SandboxConfig::default()
-        })
-        .map_err(|e| format!("env `swe`: {e}"))?;
+        };
+        let sandbox =
+            Sandbox::new(sandbox_config.clone()).map_err(|e| format!("env `swe`: {e}"))?;
+        let mut problems = loaded.problems;
+        let imaged = images(&cfg, &sandbox_config, &host, &mut list, &mut problems)?;
         Ok(SweEnv {
             cfg,
             sandbox,
             instances: list,
-            problems: loaded.problems,
+            problems,
             _builtin: builtin,
             episodes: EpisodeTable::default(),
+            imaged,
         })
     }
 
@@ -470,7 +590,7 @@ impl Env for SweEnv {
     fn reset(&self, task: &Task, _seed: u64) -> PluginResult<(u64, Observation)> {
         let inst = self.instance_of(task)?;
         let workdir = self
-            .sandbox
+            .sandbox_of(&inst)
             .workdir()
             .map_err(|e| format!("env `swe`: {e}"))?;
         self.checkout(&workdir, &inst)?;

@@ -38,6 +38,8 @@ pub struct Instance {
     pub split: String,
     /// A git repository (host path) that holds `base_commit`.
     pub repo_dir: PathBuf,
+    /// The row's own system image (a Dockerfile or image TOML beside its file), if it names one.
+    pub image: Option<PathBuf>,
 }
 
 /// The instances that loaded, and why the others did not.
@@ -209,7 +211,20 @@ fn instance(
             repo_dir.display()
         ))
     })?;
+    let image = match row["image"].as_str() {
+        None => None,
+        Some(rel) => {
+            let p = file_dir.join(rel);
+            if !p.is_file() {
+                return Err(fail(format!(
+                    "image `{rel}` is not a file beside the instances' file"
+                )));
+            }
+            Some(p)
+        }
+    };
     Ok(Instance {
+        image,
         id,
         repo,
         base_commit,

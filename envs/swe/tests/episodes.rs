@@ -286,6 +286,53 @@ fn a_swe_bench_file_with_its_repositories_loads_and_hides_later_commits() {
     assert!(e.solved, "{}", e.details_json);
 }
 
+/// A row that names its image runs on it: its commands and its tests see the image's system.
+#[test]
+fn an_instance_with_an_image_runs_on_it() {
+    let mmdebstrap = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("mmdebstrap").is_file()));
+    if !mmdebstrap {
+        assert!(
+            std::env::var("OPENCLAW_REQUIRE_ASSETS").as_deref() != Ok("1"),
+            "mmdebstrap is not installed and OPENCLAW_REQUIRE_ASSETS=1: apt-get install mmdebstrap"
+        );
+        eprintln!("SKIPPED: mmdebstrap is not installed (apt-get install mmdebstrap)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let repo = dir.path().join("repos/acme__calc");
+    std::fs::create_dir_all(&repo).unwrap();
+    let (base, _) = history(&repo);
+    // The same image as envs/images/tests/build.rs builds, so a CI run builds it once.
+    std::fs::write(
+        dir.path().join("Dockerfile"),
+        "FROM python:3.11-slim\nRUN apt-get update && apt-get install -y --no-install-recommends git python3-pytest\nRUN pip install --no-cache-dir six==1.16.0\nCOPY hello.py /opt/hello/\nENV PYTHONPATH=/opt/hello\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("hello.py"), "GREETING = 'hi'\n").unwrap();
+    let row = json!({
+        "instance_id": "acme__calc-1", "repo": "acme/calc", "base_commit": base,
+        "problem_statement": "add() subtracts", "test_patch": "",
+        "FAIL_TO_PASS": [], "PASS_TO_PASS": ["tests/test_keep.py::test_zero"],
+        "repo_dir": "repos/acme__calc", "image": "Dockerfile",
+    });
+    let file = dir.path().join("swe.jsonl");
+    std::fs::write(&file, format!("{row}\n")).unwrap();
+    let env = env(&format!("instances = {:?}", file.display().to_string()));
+    let (e, said) = episode(
+        &env,
+        "acme__calc-1",
+        &[bash(
+            "python3 -c 'import hello; print(hello.GREETING)'; ls /usr/bin/mmdebstrap",
+        )],
+    );
+    assert!(
+        said[0].contains("hi\n") && said[0].contains("No such file"),
+        "{said:?}"
+    );
+    assert!(e.solved, "{}", e.details_json);
+}
+
 #[test]
 fn commands_cannot_leave_the_sandbox() {
     let env = env("exec_seconds = 5");

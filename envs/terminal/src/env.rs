@@ -51,6 +51,11 @@ pub struct Config {
     pub memory_total_mb: u64,
     /// The bubblewrap binary.
     pub bwrap: String,
+    /// What a task's image (its Dockerfile or image.toml) does: `build` it and run the task on
+    /// it, or run the task on the `host`'s system without it.
+    pub images: String,
+    /// Where built images are kept; empty: `OPENCLAW_IMAGE_CACHE`, else the default cache.
+    pub image_cache: String,
 }
 
 impl Default for Config {
@@ -68,6 +73,8 @@ impl Default for Config {
             memory_mb: 512,
             memory_total_mb: 8192,
             bwrap: "bwrap".into(),
+            images: "build".into(),
+            image_cache: String::new(),
         }
     }
 }
@@ -158,6 +165,9 @@ pub struct TerminalEnv {
     episodes: EpisodeTable<Episode>,
     /// The task folders that did not load, and why.
     problems: Vec<String>,
+    /// Tasks with their own image, by name: the sandbox on it, and the image's `/app` (what
+    /// its Dockerfile copied there), seeded into each episode's work directory.
+    imaged: HashMap<String, (Sandbox, Option<PathBuf>)>,
 }
 
 /// `s` quoted for the shell.
@@ -566,7 +576,7 @@ impl Env for TerminalEnv {
             .exec_seconds
             .max(cfg.eval_seconds)
             .max(cfg.background_seconds);
-        let sandbox = Sandbox::new(SandboxConfig {
+        let sandbox_config = SandboxConfig {
             bwrap: PathBuf::from(&cfg.bwrap),
             limits: Limits {
                 memory_bytes: cfg.memory_mb << 20,
@@ -578,8 +588,11 @@ impl Env for TerminalEnv {
             },
             work_mount: PathBuf::from(APP),
             ..SandboxConfig::default()
-        })
-        .map_err(|e| format!("env `terminal`: {e}"))?;
+        };
+        let sandbox =
+            Sandbox::new(sandbox_config.clone()).map_err(|e| format!("env `terminal`: {e}"))?;
+        let (mut tasks, mut problems) = (tasks, problems);
+        let imaged = images(&cfg, &sandbox_config, &host, &mut tasks, &mut problems)?;
         Ok(TerminalEnv {
             tools_json: tools::schema(&offered.tools),
             offered,
@@ -590,6 +603,7 @@ impl Env for TerminalEnv {
             _builtin: builtin,
             episodes: EpisodeTable::default(),
             problems,
+            imaged,
         })
     }
 
@@ -628,10 +642,30 @@ impl Env for TerminalEnv {
 
     fn reset(&self, task: &Task, _seed: u64) -> PluginResult<(u64, Observation)> {
         let spec = self.task_of(task)?;
-        let workdir = self
-            .sandbox
+        let (sandbox, app) = match self.imaged.get(&spec.name) {
+            Some((s, app)) => (s, app.as_ref()),
+            None => (&self.sandbox, None),
+        };
+        let workdir = sandbox
             .workdir()
             .map_err(|e| format!("env `terminal`: {e}"))?;
+        if let Some(app) = app {
+            // Copied inside the sandbox, so the episode's user owns what the image put in /app.
+            let out = workdir
+                .run(
+                    &Self::command(["bash", "-c", "cp -a /image-app/. /app/"])
+                        .ro_bind(app, "/image-app")
+                        .wall(Duration::from_secs(self.cfg.exec_seconds)),
+                )
+                .map_err(|e| format!("task `{}`: seeding /app from its image: {e}", spec.name))?;
+            if !out.success() {
+                return Err(format!(
+                    "task `{}`: seeding /app from its image failed: {}",
+                    spec.name,
+                    tools::cut(out.stderr_text().trim(), 500)
+                ));
+            }
+        }
         if let Some(setup) = spec.setup()? {
             let script = std::fs::read(&setup)
                 .map_err(|e| format!("task `{}`: setup.sh: {e}", spec.name))?;
@@ -783,6 +817,88 @@ impl Env for TerminalEnv {
         drop(ep);
         Ok(())
     }
+}
+
+/// Builds the tasks' images (each distinct one once; a cached one is reused) and a sandbox on
+/// each. A task whose image cannot be built is reported and left out; with `images = "host"`
+/// the tasks run on the host's system, each said once.
+fn images(
+    cfg: &Config,
+    base: &SandboxConfig,
+    host: &HostServices,
+    tasks: &mut Vec<TaskSpec>,
+    problems: &mut Vec<String>,
+) -> PluginResult<HashMap<String, (Sandbox, Option<PathBuf>)>> {
+    let mut out = HashMap::new();
+    if !tasks.iter().any(|t| t.image.is_some()) {
+        return Ok(out);
+    }
+    match cfg.images.as_str() {
+        "build" => {}
+        "host" => {
+            for t in tasks.iter().filter(|t| t.image.is_some()) {
+                host.warn(&format!(
+                    "env `terminal`: task `{}` runs on the host's system, not its image (env.images = \"host\")",
+                    t.name
+                ));
+            }
+            return Ok(out);
+        }
+        other => {
+            return Err(format!(
+                "env.images = {other:?}: the values are \"build\" (run each task on its image) and \"host\" (on the host's system)"
+            ))
+        }
+    }
+    let cache = if cfg.image_cache.is_empty() {
+        openclaw_env_images::ImageCache::at_default()
+    } else {
+        Ok(openclaw_env_images::ImageCache::new(&cfg.image_cache))
+    }
+    .map_err(|e| format!("env `terminal`: the image cache: {e}"))?;
+    let mut by_key: HashMap<String, Result<(Sandbox, Option<PathBuf>), String>> = HashMap::new();
+    let mut failed = Vec::new();
+    for t in tasks.iter() {
+        let Some(spec) = &t.image else { continue };
+        let key = cache
+            .key(spec)
+            .map_err(|e| format!("task `{}`: {e}", t.name))?;
+        let made = by_key.entry(key).or_insert_with(|| {
+            if cache.cached(spec).ok().flatten().is_none() {
+                host.info(&format!(
+                    "env `terminal`: building the image of task `{}` ({}); a first build takes a minute or two",
+                    t.name, spec.origin
+                ));
+            }
+            let built = cache.build(spec).map_err(|e| e.to_string())?;
+            let sandbox = Sandbox::new(SandboxConfig {
+                system: openclaw_sandbox::SystemRoot::Image(built.root.clone()),
+                env: built.env.clone(),
+                ..base.clone()
+            })
+            .map_err(|e| e.to_string())?;
+            Ok((sandbox, built.folder(Path::new(APP))))
+        });
+        match made {
+            Ok(s) => {
+                out.insert(t.name.clone(), s.clone());
+            }
+            Err(e) => failed.push((t.name.clone(), e.clone())),
+        }
+    }
+    for (name, why) in failed {
+        let line = format!("task `{name}`: its image: {why}");
+        host.warn(&format!("env `terminal`: skipped {line}"));
+        problems.push(line);
+        tasks.retain(|t| t.name != name);
+    }
+    if tasks.is_empty() {
+        return Err(format!(
+            "env `terminal`: no task is left:\n  {}",
+            problems.join("\n  ")
+        ));
+    }
+    Ok(out)
 }
 
 impl TerminalEnv {

@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use openclaw_env_images::{ImageSpec, Step};
 use openclaw_plugin_api::serde::Deserialize;
 use openclaw_plugin_api::PluginResult;
 
@@ -72,6 +73,9 @@ pub struct TaskSpec {
     pub root: PathBuf,
     /// Its `task.yaml`.
     pub yaml: TaskYaml,
+    /// The system it runs on: its `Dockerfile` (the supported subset) or `image.toml`, when it
+    /// has one; the host's `/usr` otherwise.
+    pub image: Option<ImageSpec>,
 }
 
 /// `path` with its links resolved, when it exists and stays inside `root` (itself resolved);
@@ -132,11 +136,12 @@ impl TaskSpec {
                 yaml.max_test_timeout_sec
             ));
         }
-        let spec = TaskSpec {
+        let mut spec = TaskSpec {
             name,
             dir,
             root: root.to_path_buf(),
             yaml,
+            image: None,
         };
         for needed in ["run-tests.sh", "tests"] {
             if spec.file(needed)?.is_none() {
@@ -147,7 +152,46 @@ impl TaskSpec {
             }
         }
         spec.file("setup.sh")?;
+        spec.image = spec.image_spec()?;
         Ok(spec)
+    }
+
+    /// The task's image: its `Dockerfile`, else its `image.toml`. The tests run in it too, so
+    /// it gets Debian's pytest (a task's tests cannot download theirs: there is no network); a
+    /// `COPY` that would put the tests or the solution where the agent can read them is refused.
+    fn image_spec(&self) -> PluginResult<Option<ImageSpec>> {
+        let named = |e: &dyn std::fmt::Display| format!("task `{}`: {e}", self.name);
+        let mut spec = if let Some(path) = self.file("Dockerfile")?.filter(|p| p.is_file()) {
+            ImageSpec::from_dockerfile(&path).map_err(|e| named(&e))?
+        } else if let Some(path) = self.file("image.toml")?.filter(|p| p.is_file()) {
+            let text = std::fs::read_to_string(&path).map_err(|e| named(&e))?;
+            ImageSpec::from_toml(&text).map_err(|e| named(&e))?
+        } else {
+            return Ok(None);
+        };
+        for step in &spec.steps {
+            if let Step::Copy { line, sources, .. } = step {
+                let hidden = ["tests", "run-tests.sh", "solution.sh"];
+                if let Some(s) = sources.iter().find(|s| {
+                    let s = s.trim_start_matches("./").trim_end_matches('/');
+                    s.is_empty()
+                        || s == "."
+                        || s == "*"
+                        || hidden
+                            .iter()
+                            .any(|h| s == *h || s.starts_with(&format!("{h}/")))
+                }) {
+                    return Err(named(&format!(
+                        "Dockerfile:{line}: COPY {s} would put the task's tests or solution in the image, where the agent reads them; copy the files the task needs by name"
+                    )));
+                }
+            }
+        }
+        if !spec.apt.iter().any(|p| p == "python3-pytest") {
+            spec.apt.push("python3-pytest".into());
+            spec.apt.sort();
+        }
+        Ok(Some(spec))
     }
 
     /// The task's file or folder `rel`, links resolved and checked to stay inside the task

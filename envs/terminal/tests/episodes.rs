@@ -458,6 +458,96 @@ fn a_task_runs_only_from_its_own_set_and_no_link_leads_out_of_it() {
     }
 }
 
+/// A task with a Dockerfile: its image is built (once, then cached) and the task, its reference
+/// solution and its tests run on it; the module its solution imports exists only there.
+#[test]
+fn a_task_with_a_dockerfile_runs_on_its_image() {
+    let mmdebstrap = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("mmdebstrap").is_file()));
+    if !mmdebstrap {
+        assert!(
+            std::env::var("OPENCLAW_REQUIRE_ASSETS").as_deref() != Ok("1"),
+            "mmdebstrap is not installed and OPENCLAW_REQUIRE_ASSETS=1: apt-get install mmdebstrap"
+        );
+        eprintln!("SKIPPED: mmdebstrap is not installed (apt-get install mmdebstrap)");
+        return;
+    }
+    let set = tempfile::tempdir().unwrap();
+    let t = set.path().join("greet-from-image");
+    std::fs::create_dir_all(t.join("tests")).unwrap();
+    // The same image as envs/images/tests/build.rs builds, so a CI run builds it once.
+    std::fs::write(
+        t.join("Dockerfile"),
+        "FROM python:3.11-slim\nRUN apt-get update && apt-get install -y --no-install-recommends git python3-pytest\nRUN pip install --no-cache-dir six==1.16.0\nCOPY hello.py /opt/hello/\nENV PYTHONPATH=/opt/hello\n",
+    )
+    .unwrap();
+    std::fs::write(t.join("hello.py"), "GREETING = 'hi'\n").unwrap();
+    std::fs::write(
+        t.join("task.yaml"),
+        "instruction: Write six's version and hello.GREETING, separated by a space, to /app/answer.txt.\ncategory: scripting\n",
+    )
+    .unwrap();
+    std::fs::write(
+        t.join("solution.sh"),
+        "python3 -c \"import six, hello; open('/app/answer.txt', 'w').write(six.__version__ + ' ' + hello.GREETING)\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        t.join("run-tests.sh"),
+        "cd /app && python3 -m pytest -rA $TEST_DIR/test_outputs.py\n",
+    )
+    .unwrap();
+    std::fs::write(
+        t.join("tests/test_outputs.py"),
+        "def test_answer():\n    assert open('/app/answer.txt').read().strip() == '1.16.0 hi'\n",
+    )
+    .unwrap();
+    let env = env(&format!(
+        "tasks_dir = {:?}\nexec_seconds = 30",
+        set.path().display().to_string()
+    ));
+    assert!(env.task_specs()[0].image.is_some());
+    let task = task(&env, "greet-from-image");
+    let reference = env.reference(&task).unwrap();
+    let (id, _) = env.reset(&task, 0).unwrap();
+    for a in &reference {
+        if env.step(id, a).unwrap().done {
+            break;
+        }
+    }
+    let e = env.evaluate(id).unwrap();
+    assert!(e.solved && e.reward == 1.0, "{}", e.details_json);
+    env.close(id).unwrap();
+    // The host's Python has no `hello` module: the episode's commands see the image.
+    let (id, _) = env.reset(&task, 0).unwrap();
+    let out = env
+        .step(
+            id,
+            &exec("python3 -c 'import hello' && cat /etc/debian_version && ls /usr/bin/mmdebstrap"),
+        )
+        .unwrap();
+    let said = out.observation.messages[0].content.to_string();
+    assert!(
+        said.contains("No such file") && !said.contains("ModuleNotFoundError"),
+        "{said}"
+    );
+    env.close(id).unwrap();
+    // Images off: the task runs on the host, where its solution fails.
+    let env = crate::env(&format!(
+        "tasks_dir = {:?}\nimages = \"host\"",
+        set.path().display().to_string()
+    ));
+    let task = crate::task(&env, "greet-from-image");
+    let (id, _) = env.reset(&task, 0).unwrap();
+    for a in &env.reference(&task).unwrap() {
+        if env.step(id, a).unwrap().done {
+            break;
+        }
+    }
+    assert!(!env.evaluate(id).unwrap().solved);
+    env.close(id).unwrap();
+}
+
 /// The slow tier: end-to-end runs that take a minute or more. `scripts/test.sh` runs them;
 /// `scripts/test.sh --fast` (which passes `--skip slow::`) leaves them out.
 mod slow {

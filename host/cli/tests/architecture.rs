@@ -52,11 +52,12 @@ const ENGINE: [&str; 3] = ["openclaw-engine", "openclaw-chat", "openclaw-model-s
 
 /// The workspace crates a plugin may link: the ABI, the judge helpers and the environments'
 /// kit built on it alone, and the environments' sandbox.
-const PLUGIN_DEPENDENCIES: [&str; 4] = [
+const PLUGIN_DEPENDENCIES: [&str; 5] = [
     "openclaw-plugin-api",
     "openclaw-judging",
     "openclaw-env-kit",
     "openclaw-sandbox",
+    "openclaw-env-images",
 ];
 
 /// One workspace package as `cargo metadata` describes it.
@@ -366,7 +367,7 @@ fn plugins_depend_only_on_the_abi_crate() {
             .collect();
         assert!(
             others.is_empty(),
-            "{name} depends on {others:?}: a plugin depends only on the ABI crate (and its judge helpers and the sandbox)"
+            "{name} depends on {others:?}: a plugin depends only on the ABI crate (and its judge helpers, the sandbox and its images)"
         );
         for heavy in ["burn", "tokio", "openclaw-engine"] {
             // The GUI environment's WebDriver client (fantoccini) is async: the plugin owns a

@@ -184,7 +184,7 @@ fn bad_paths_and_manifests_get_clear_errors() {
     );
     assert_one_line_error(&o, "environment `no-such-env`");
     assert!(
-        error_line(&o).contains("(environments there: terminal, toolcall)"),
+        error_line(&o).contains("(environments there: gui, swe, terminal, toolcall)"),
         "{}",
         stderr(&o)
     );

@@ -244,7 +244,8 @@ impl SweEnv {
     }
 
     /// Scores the episode's repository: its diff (tests left out) and the instance's
-    /// test_patch applied to a fresh copy, then the listed tests.
+    /// test_patch applied to a fresh copy, then the listed tests. The details carry the whole
+    /// diff as `patch`.
     fn score(&self, ep: &Episode) -> PluginResult<(bool, Value)> {
         let inst = &ep.inst;
         let diff_run = command(&format!(
@@ -266,6 +267,8 @@ impl SweEnv {
             return Ok((false, details));
         }
         let diff = out.stdout_text();
+        // The whole diff as the agent left it (a pool's `/diff` answers with it).
+        details["patch"] = json!(diff.as_str());
         let (kept, dropped) = score::without_tests(&diff);
         details["diff_lines"] = json!(kept.lines().count());
         details["dropped_test_changes"] = json!(dropped);

@@ -9,7 +9,8 @@
 //! with `COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT` submits. `evaluate` (also after a cut-off
 //! episode) takes the repository's diff against the base commit, leaves out its changes to
 //! test files, applies it and the instance's `test_patch` to a fresh checkout, and runs
-//! FAIL_TO_PASS and PASS_TO_PASS: resolved only if every one passes. An instance without
+//! FAIL_TO_PASS and PASS_TO_PASS: resolved only if every one passes; its details carry the
+//! repository's whole diff as `patch` (what a pool's `/diff` answers). An instance without
 //! tests is refused when the set loads.
 
 mod env;

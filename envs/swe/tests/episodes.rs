@@ -117,6 +117,9 @@ fn the_reference_solution_resolves_and_a_planted_conftest_does_not() {
     let d = details(&e);
     assert_eq!(d["passed"], d["total"]);
     assert_eq!(d["ended"], "submitted");
+    // The whole diff comes with the score (a pool's `/diff` answers with it).
+    let patch = d["patch"].as_str().unwrap();
+    assert!(patch.starts_with("diff --git"), "{patch}");
 
     // A conftest.py that passes every test, and a rewritten test: both left out, so the
     // unfixed code is scored by the instance's own tests.

@@ -37,6 +37,7 @@ pub fn run(flags: &EvalFlags, env_spec: &str, eval_tasks: usize) -> Result<i32> 
             tools: flags.tools_config.clone(),
             pool_urls: flags.env_pool_url.clone(),
             pool_key: flags.env_pool_api_key.clone(),
+            pool_dialect: flags.env_pool_dialect.clone(),
             swe_bench_path: flags.swe_bench_path.clone(),
             screenshot_backend: flags.screenshot_backend.clone(),
         },

@@ -86,9 +86,15 @@ pub struct EvalFlags {
     #[arg(long, env = "SCREENSHOT_BACKEND")]
     pub screenshot_backend: Option<String>,
     /// Run the episodes on remote environment pools (`env-pool serve`, or the original's
-    /// terminal workers), comma-separated in failover order, instead of loading the plugin here.
+    /// terminal, SWE or GUI workers), comma-separated in failover order, instead of loading the
+    /// plugin here.
     #[arg(long, env = "ENV_POOL_URL", value_delimiter = ',')]
     pub env_pool_url: Vec<String>,
+    /// How to talk to the pools: auto (this host's protocol where a pool says it speaks it,
+    /// else the original's terminal workers'), terminal, swe (the original's SWE pool: /exec,
+    /// /diff, /evaluate) or gui (its GUI pool: /step with computer_use actions).
+    #[arg(long, env = "ENV_POOL_DIALECT", default_value = "auto")]
+    pub env_pool_dialect: String,
     /// The pools' bearer key (their `env-pool serve --api-key`).
     #[arg(
         long,

@@ -3,18 +3,26 @@
 //! code, idle leases are reaped, the original's `/exec_tool` dialect works), `eval` running
 //! its episodes on a keyed pool smaller than `--parallel-envs`, failing over past a dead one;
 //! and a hostile client: it names only the pool's own tasks and reads no host file through
-//! them, its leases are its own, it holds a capped number, it needs the pool's key.
+//! them, its leases are its own, it holds a capped number, it needs the pool's key. And the
+//! original's SWE and GUI pool dialects: pools serving `envs/swe` and `envs/gui` answer them,
+//! and a run in the SWE dialect is scored as the same episode run here.
 
 mod common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::workspace;
+use openclaw_episodes::pool::client::RemoteOptions;
+use openclaw_episodes::pool::{Dialect, RemoteEnv};
+use openclaw_episodes::{Agent, Ending, Episode, EpisodeOptions, TimedEnv};
+use openclaw_plugin_api::{Action, HostServices, Message};
+use openclaw_plugins::{EnvHandle, LoadedPlugin};
 use serde_json::{json, Value};
 
-/// A pool serving `envs/terminal` on a free port, killed when dropped.
+/// A pool serving an environment on a free port, killed when dropped.
 struct PoolProcess {
     child: Child,
     url: String,
@@ -28,8 +36,13 @@ impl Drop for PoolProcess {
 }
 
 fn pool(extra: &[&str]) -> PoolProcess {
+    pool_of("envs/terminal", "terminal", extra)
+}
+
+/// A pool serving the environment at `dir` (named `name`).
+fn pool_of(dir: &str, name: &str, extra: &[&str]) -> PoolProcess {
     let mut child = common::host_command(&workspace())
-        .args(["env-pool", "serve", "--env", "envs/terminal", "--port", "0"])
+        .args(["env-pool", "serve", "--env", dir, "--port", "0"])
         .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -44,7 +57,10 @@ fn pool(extra: &[&str]) -> PoolProcess {
         .find(|w| w.starts_with("http://"))
         .unwrap_or_else(|| panic!("no address in {line:?}"))
         .to_string();
-    assert!(line.contains("environment pool `terminal`"), "{line}");
+    assert!(
+        line.contains(&format!("environment pool `{name}`")),
+        "{line}"
+    );
     PoolProcess { child, url }
 }
 
@@ -657,4 +673,369 @@ fn a_keyed_pool_binds_leases_to_their_client_and_caps_each_client() {
         err.contains("warning: listening on 0.0.0.0 without a key"),
         "{err}"
     );
+}
+
+/// The built-in SWE instance the dialect's tests work on, and its gold patch.
+const SWE_INSTANCE: &str = "openclaw__slugkit-1";
+
+fn gold_patch() -> String {
+    std::fs::read_to_string(
+        workspace()
+            .join("envs/swe/tasks")
+            .join(SWE_INSTANCE)
+            .join("gold.patch"),
+    )
+    .unwrap()
+}
+
+/// A pool serving `swe` answers the original's SWE pool: allocate an instance (idempotent with
+/// a request id), run commands in its repository (variables, a directory, exit codes; one that
+/// cannot travel as one block is refused), the repository's diff, and its score by the
+/// instance's own tests: the gold patch applied through a here-document resolves it, no change
+/// does not. A client's eval script and a patch other than the diff are refused by name.
+#[test]
+fn a_pool_serving_swe_answers_the_originals_swe_dialect() {
+    let p = pool_of("envs/swe", "swe", &[]);
+    assert_eq!(get(&p.url, "/status")["dialect"], "swe");
+    let alloc = json!({"image": "swebench/sweb.eval.x86_64.openclaw_1776_slugkit-1:latest",
+        "instance_id": SWE_INSTANCE, "request_id": "s1"});
+    let (s, a) = post(&p.url, "/allocate", alloc.clone());
+    assert_eq!(s, 200, "{a}");
+    let lease = a["lease_id"].as_str().unwrap().to_string();
+    assert_eq!(a["container_id"], lease.as_str());
+    assert_eq!(a["node_url"], p.url.as_str());
+    assert!(a["observation"]["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .contains("<pr_description>"));
+    let (_, again) = post(&p.url, "/allocate", alloc);
+    assert_eq!(
+        (again["lease_id"].as_str(), again["reused"].as_bool()),
+        (Some(lease.as_str()), Some(true))
+    );
+    let exec = |mut body: Value| {
+        body["lease_id"] = json!(lease);
+        post(&p.url, "/exec", body)
+    };
+    let (s, o) = exec(
+        json!({"command": "git status --short && git rev-parse --is-inside-work-tree",
+        "cwd": "/testbed", "timeout": 30, "env": {}}),
+    );
+    assert_eq!((s, o["returncode"].as_i64()), (200, Some(0)), "{o}");
+    assert!(o["output"].as_str().unwrap().ends_with("true\n"), "{o}");
+    let (_, o) = exec(
+        json!({"command": "echo \"$GREETING\" && pwd", "cwd": "/tmp",
+        "env": {"GREETING": "it's me"}}),
+    );
+    assert_eq!(o["output"], "it's me\n/tmp\n", "{o}");
+    let (_, o) = exec(json!({"command": "echo no; exit 3"}));
+    assert_eq!(
+        (o["returncode"].as_i64(), o["output"].as_str()),
+        (Some(3), Some("no\n"))
+    );
+    let (s, o) = exec(json!({"command": "echo a\n```\necho b"}));
+    assert!(
+        s == 400 && o["error"].as_str().unwrap().contains("one agent step"),
+        "{o}"
+    );
+    let (s, o) = exec(json!({"command": "ls", "env": {"A B": "x"}}));
+    assert_eq!(s, 400, "{o}");
+
+    // The gold patch through a here-document, then the submit.
+    let gold = gold_patch();
+    let (s, o) = exec(json!({"command": format!("git apply <<'EOF_GOLD'\n{gold}EOF_GOLD")}));
+    assert_eq!((s, o["returncode"].as_i64()), (200, Some(0)), "{o}");
+    let (_, o) = exec(
+        json!({"command": "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT && git add -A && git diff --cached"}),
+    );
+    assert_eq!(o["done"], true, "{o}");
+    let (s, d) = post(
+        &p.url,
+        "/diff",
+        json!({"lease_id": lease, "cwd": "/testbed"}),
+    );
+    let patch = d["patch"].as_str().unwrap_or_default().to_string();
+    assert!(s == 200 && patch.starts_with("diff --git"), "{d}");
+    let (s, e) = post(
+        &p.url,
+        "/evaluate",
+        json!({"lease_id": lease, "patch": patch, "eval_script": "exit 0"}),
+    );
+    assert!(
+        s == 400 && e["error"].as_str().unwrap().contains("eval_script"),
+        "{e}"
+    );
+    let (s, e) = post(
+        &p.url,
+        "/evaluate",
+        json!({"lease_id": lease, "patch": "diff --git a/x b/x\n", "eval_script": ""}),
+    );
+    assert!(
+        s == 409 && e["error"].as_str().unwrap().contains("/diff gives it"),
+        "{e}"
+    );
+    let (s, ev) = post(
+        &p.url,
+        "/evaluate",
+        json!({"lease_id": lease, "patch": patch, "eval_script": "", "cwd": "/testbed", "timeout": 300}),
+    );
+    assert_eq!(
+        (s, ev["resolved"].as_bool(), ev["score"].as_f64()),
+        (200, Some(true), Some(1.0)),
+        "{ev}"
+    );
+
+    // A lease with no change: an empty diff, not resolved. Without a request id each
+    // allocate is a lease of its own.
+    let (_, b) = post(
+        &p.url,
+        "/allocate",
+        json!({"image": "", "instance_id": SWE_INSTANCE}),
+    );
+    let other = b["lease_id"].as_str().unwrap().to_string();
+    assert_ne!(other, lease);
+    let (_, d) = post(&p.url, "/diff", json!({"lease_id": other}));
+    assert_eq!(d["patch"], "", "{d}");
+    let (_, ev) = post(
+        &p.url,
+        "/evaluate",
+        json!({"lease_id": other, "patch": "", "eval_script": ""}),
+    );
+    assert_eq!(ev["resolved"], false, "{ev}");
+    for id in [&lease, &other] {
+        let (_, c) = post(&p.url, "/close", json!({"lease_id": id}));
+        assert_eq!(c["found"], true);
+    }
+    // Only the pool's own instances; and the GUI dialect is not this pool's.
+    let (s, e) = post(
+        &p.url,
+        "/allocate",
+        json!({"image": "x", "instance_id": "django__django-11099"}),
+    );
+    assert!(
+        s == 400
+            && e["error"]
+                .as_str()
+                .unwrap()
+                .contains("not one of this pool's"),
+        "{e}"
+    );
+    let (s, e) = post(&p.url, "/get_obs", json!({"lease_id": other}));
+    assert!(
+        s == 400 && e["error"].as_str().unwrap().contains("gui pool dialect"),
+        "{e}"
+    );
+}
+
+/// Whether Chromium and chromedriver are on PATH; without them the GUI test fails in CI
+/// (`OPENCLAW_REQUIRE_ASSETS=1`) and is skipped elsewhere.
+fn have_browser() -> bool {
+    let on_path = |program: &str| {
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(program).is_file()))
+    };
+    let missing: Vec<&str> = ["chromium", "chromedriver"]
+        .into_iter()
+        .filter(|p| !on_path(p))
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    assert!(
+        !common::assets_required(),
+        "{} not found and OPENCLAW_REQUIRE_ASSETS=1: apt-get install chromium chromium-driver",
+        missing.join(" and ")
+    );
+    eprintln!(
+        "SKIPPED: {} not found (apt-get install chromium chromium-driver)",
+        missing.join(" and ")
+    );
+    false
+}
+
+/// A pool serving `gui` answers the original's GUI pool: a lease, a reset naming the task by
+/// id (an OSWorld task's own setup or evaluator is refused), its observation again from
+/// `/get_obs`, the task's solution as computer_use arguments (its end as OSWorld's `DONE`),
+/// and the score 1. pyautogui code is refused by name.
+#[test]
+fn a_pool_serving_gui_answers_the_originals_gui_dialect() {
+    if !have_browser() {
+        return;
+    }
+    let p = pool_of("envs/gui", "gui", &[]);
+    let task = "close-editor-tabs";
+    let mut solution: Vec<Value> = serde_json::from_str(
+        &std::fs::read_to_string(
+            workspace()
+                .join("envs/gui/tasks")
+                .join(task)
+                .join("solution.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(solution.last().unwrap()["action"], "terminate");
+    *solution.last_mut().unwrap() = json!("DONE");
+    let (s, a) = post(&p.url, "/allocate", json!({"episode_id": "e1"}));
+    assert_eq!(s, 200, "{a}");
+    let lease = a["lease_id"].as_str().unwrap().to_string();
+    let (s, r) = post(
+        &p.url,
+        "/reset",
+        json!({"lease_id": lease, "task_config": {"id": task, "evaluator": {"func": "x"}}}),
+    );
+    assert!(
+        s == 400 && r["error"].as_str().unwrap().contains("`evaluator`"),
+        "{r}"
+    );
+    let (s, r) = post(
+        &p.url,
+        "/reset",
+        json!({"lease_id": lease, "task_config": {"id": task}}),
+    );
+    assert_eq!(s, 200, "{r}");
+    let obs = &r["observation"];
+    assert!(
+        obs["instruction"].as_str().unwrap().contains("notes.md"),
+        "{obs}"
+    );
+    assert!(
+        obs["accessibility_tree"]
+            .as_str()
+            .unwrap()
+            .contains("accessibility tree"),
+        "{obs}"
+    );
+    let (_, o) = post(&p.url, "/get_obs", json!({"lease_id": lease}));
+    assert_eq!(&o["observation"], obs);
+    let (s, e) = post(
+        &p.url,
+        "/step",
+        json!({"lease_id": lease, "action": "pyautogui.click(10, 10)", "sleep_after_execution": 0}),
+    );
+    assert!(
+        s == 400 && e["error"].as_str().unwrap().contains("pyautogui"),
+        "{e}"
+    );
+    let n = solution.len();
+    for (i, action) in solution.into_iter().enumerate() {
+        let (s, st) = post(
+            &p.url,
+            "/step",
+            json!({"lease_id": lease, "action": action, "sleep_after_execution": 0.0}),
+        );
+        assert_eq!(s, 200, "{st}");
+        assert_eq!(st["done"].as_bool(), Some(i + 1 == n), "{st}");
+    }
+    let (_, ev) = post(&p.url, "/evaluate", json!({"lease_id": lease}));
+    assert_eq!(ev["score"].as_f64(), Some(1.0), "{ev}");
+    let (s, e) = post(&p.url, "/exec", json!({"lease_id": lease, "command": "ls"}));
+    assert!(
+        s == 400 && e["error"].as_str().unwrap().contains("swe pool dialect"),
+        "{e}"
+    );
+    let (_, c) = post(&p.url, "/close", json!({"lease_id": lease}));
+    assert_eq!(c["found"], true);
+}
+
+/// Replays its actions in order.
+struct Script(Vec<Action>);
+
+impl Agent for Script {
+    fn act(&mut self, _: &[Message], _: &str) -> anyhow::Result<Action> {
+        if self.0.is_empty() {
+            anyhow::bail!("the script ran out");
+        }
+        Ok(self.0.remove(0))
+    }
+}
+
+fn say(text: &str) -> Action {
+    Action {
+        message: Message::new("assistant", text),
+    }
+}
+
+/// Each message's role and text.
+fn said(e: &Episode) -> Vec<(String, String)> {
+    e.conversation
+        .iter()
+        .map(|m| (m.role.to_string(), m.content.to_string()))
+        .collect()
+}
+
+/// A run in the SWE dialect (`RemoteEnv`, `--env-pool-dialect swe`) against a pool serving
+/// `swe`: a scripted episode (a reply without a block, a command, the reference fix, the
+/// submit) reads word for word as the same episode with the plugin loaded here, and is scored
+/// the same, by `/diff` and `/evaluate`; doing nothing is not resolved, there as here.
+#[test]
+fn a_run_in_the_swe_dialect_is_scored_as_a_local_episode() {
+    let p = pool_of("envs/swe", "swe", &[]);
+    let plugin = LoadedPlugin::open(&workspace().join("envs/swe")).unwrap();
+    let local = TimedEnv::new(EnvHandle::new(&plugin, "", HostServices::standalone()).unwrap());
+    let remote = RemoteEnv::connect(
+        "swe",
+        &RemoteOptions {
+            urls: vec![p.url.clone()],
+            timeout: Duration::from_secs(120),
+            heartbeat: Duration::from_secs(30),
+            api_key: String::new(),
+            dialect: Dialect::Swe,
+        },
+    )
+    .unwrap();
+    let remote = TimedEnv::with_calls(Arc::new(remote));
+    let call = Duration::from_secs(60);
+    let task = remote
+        .tasks("all", call)
+        .unwrap()
+        .into_iter()
+        .find(|t| t.id.as_str() == SWE_INSTANCE)
+        .unwrap();
+    let reference = local.reference(&task).unwrap().unwrap();
+    let submit = reference.last().unwrap().clone();
+    let mut script = vec![
+        say("I will look around first."),
+        say("THOUGHT: where am I?\n\n```bash\npwd && git status --short\n```"),
+    ];
+    script.extend(reference);
+    let opts = EpisodeOptions::new(8, call);
+    let run = |env: &TimedEnv, actions: &[Action]| {
+        env.episode(&task, 0, &mut Script(actions.to_vec()), &opts)
+    };
+    let (here, there) = (run(&local, &script[..]), run(&remote, &script[..]));
+    assert_eq!(said(&there), said(&here));
+    assert_eq!(there.ending, Ending::Done, "{:?}", there.ending);
+    for ep in [&here, &there] {
+        let o = ep.outcome.as_ref().unwrap();
+        assert_eq!(
+            (o.reward, o.solved),
+            (1.0, Some(true)),
+            "{}",
+            o.details_json
+        );
+    }
+    let d: Value = serde_json::from_str(&there.outcome.as_ref().unwrap().details_json).unwrap();
+    assert!(
+        d["patch"].as_str().unwrap().starts_with("diff --git") && d["resolved"] == true,
+        "{d}"
+    );
+
+    let only_submit = [submit];
+    let (here, there) = (
+        run(&local, &only_submit[..]),
+        run(&remote, &only_submit[..]),
+    );
+    assert_eq!(said(&there), said(&here));
+    for ep in [&here, &there] {
+        let o = ep.outcome.as_ref().unwrap();
+        assert_eq!(
+            (o.reward, o.solved),
+            (0.0, Some(false)),
+            "{}",
+            o.details_json
+        );
+    }
+    // The pool is left with no lease.
+    assert_eq!(get(&p.url, "/status")["leases"], 0);
 }

@@ -742,7 +742,15 @@ pub const KEYS: &[KeySpec] = &[
         "\"\"",
         &["ENV_POOL_URL"],
         "env-pool-url",
-        "run the episodes on remote environment pools (env-pool serve, or the original's terminal workers), comma-separated in failover order; empty: load the plugin here",
+        "run the episodes on remote environment pools (env-pool serve, or the original's terminal, SWE or GUI workers), comma-separated in failover order; empty: load the plugin here",
+    ),
+    key(
+        "env_pool_dialect",
+        Str,
+        "\"auto\"",
+        &["ENV_POOL_DIALECT"],
+        "env-pool-dialect",
+        "how to talk to the environment pools: auto (this host's protocol where a pool's /status names it, else the original's terminal workers'), terminal, swe (the original's SWE pool: /exec, /diff, /evaluate) or gui (its GUI pool: /step with computer_use actions)",
     ),
     secret(key(
         "env_pool_api_key",

@@ -93,6 +93,8 @@ pub struct RunConfig {
     /// The GUI environment's driver (`SCREENSHOT_BACKEND`).
     pub screenshot_backend: String,
     pub env_pool_url: String,
+    /// How to talk to the environment pools (`ENV_POOL_DIALECT`).
+    pub env_pool_dialect: String,
     pub env_pool_api_key: String,
     pub env_split: String,
     pub parallel_envs: u32,
@@ -180,13 +182,14 @@ pub const UNREAD_ENV: &[(&str, &str)] = &[
 pub const FLAG_GROUPS: [&str; 4] = ["CKPT_ARGS", "ROLLOUT_ARGS", "OPTIMIZER_ARGS", "LORA_ARGS"];
 
 /// Settings that only an environment run (`--env`) reads.
-pub const ENV_ONLY: [&str; 12] = [
+pub const ENV_ONLY: [&str; 13] = [
     "parallel_envs",
     "env_config",
     "tools_config",
     "swe_bench_path",
     "screenshot_backend",
     "env_pool_url",
+    "env_pool_dialect",
     "env_pool_api_key",
     "env_split",
     "max_episode_steps",
@@ -367,6 +370,7 @@ const RULES: &[Rule] = &[
             ("swe_bench_path", !c.swe_bench_path.is_empty()),
             ("screenshot_backend", !c.screenshot_backend.is_empty()),
             ("env_pool_url", !c.env_pool_url.is_empty()),
+            ("env_pool_dialect", c.env_pool_dialect != "auto"),
             ("env_pool_api_key", !c.env_pool_api_key.is_empty()),
             ("env_split", c.env_split != "train"),
             ("max_episode_steps", c.max_episode_steps != 16),
@@ -382,6 +386,13 @@ const RULES: &[Rule] = &[
                 "is empty, but {} only apply to an environment run: give --env (ENV_TYPE)",
                 set.join(", ")
             )
+        })
+    }),
+    ("env_pool_dialect", |c| {
+        one_of(&c.env_pool_dialect, &["auto", "terminal", "swe", "gui"]).or_else(|| {
+            (c.env_pool_dialect != "auto" && c.env_pool_url.is_empty()).then(|| {
+                "says how to talk to environment pools, and env_pool_url names none".into()
+            })
         })
     }),
     ("parallel_envs", |c| {

@@ -67,6 +67,9 @@ pub struct EnvFiles {
     pub pool_urls: Vec<String>,
     /// The pools' bearer key (`ENV_POOL_API_KEY`); empty: none sent.
     pub pool_key: String,
+    /// How to talk to the pools (`ENV_POOL_DIALECT`: `auto`, `terminal`, `swe` or `gui`);
+    /// empty: `auto`.
+    pub pool_dialect: String,
     /// The SWE environment's instances (`SWE_BENCH_PATH`), its `env.instances`.
     pub swe_bench_path: Option<PathBuf>,
     /// The GUI environment's driver (`SCREENSHOT_BACKEND`), its `env.screenshot_backend`.
@@ -112,6 +115,13 @@ fn tools_text(path: &Path) -> Result<String> {
 /// Opens the environment `spec` configured by `files`, building the plugin when its library
 /// is stale.
 pub fn open_env(spec: &str, files: &EnvFiles) -> Result<TimedEnv> {
+    let dialect = crate::pool::Dialect::parse(&files.pool_dialect)?;
+    if files.pool_urls.is_empty() && dialect != crate::pool::Dialect::Auto {
+        bail!(
+            "--env-pool-dialect {} says how to talk to environment pools, and no --env-pool-url names one",
+            dialect.name()
+        );
+    }
     if !files.pool_urls.is_empty() {
         if files.config.is_some() || files.tools.is_some() {
             bail!("ENV_CONFIG and TOOLS_CONFIG configure an environment loaded here; with --env-pool-url the pools run it with their own (give them to `env-pool serve`)");
@@ -128,6 +138,7 @@ pub fn open_env(spec: &str, files: &EnvFiles) -> Result<TimedEnv> {
                 timeout: Duration::from_secs(330),
                 heartbeat: Duration::from_secs(30),
                 api_key: files.pool_key.clone(),
+                dialect,
             },
         )?;
         return Ok(TimedEnv::with_calls(std::sync::Arc::new(remote)));
@@ -209,8 +220,9 @@ fn with_env_key(config: &str, key: &str, value: &str, from_file: bool) -> Result
 }
 
 /// The tasks of a task file: JSON Lines (or one JSON array) of objects. A line's `id` is its
-/// task id (else its `task_name`, else `task-<line>`), its `instruction` (or `question`, or
-/// `prompt`) what the agent is told, and the whole object the task's data, which the
+/// task id (else its `task_name`, else a SWE-bench row's `instance_id`, else `task-<line>`),
+/// its `instruction` (or `question`, `prompt`, or a SWE-bench row's `problem_statement`) what
+/// the agent is told, and the whole object the task's data, which the
 /// environment reads (the tool-call environment its `question` and `answer`, the terminal one
 /// its `task_name` or `task_path`). The original terminal rows, `{"task": {…}}`, are read from
 /// their inner object. Errors name the line.
@@ -252,17 +264,17 @@ pub fn read_tasks(path: &Path) -> Result<Vec<Task>> {
             .and_then(|m| m.last())
             .and_then(|m| m.get("content"))
             .and_then(Value::as_str);
-        let instruction = ["instruction", "question", "prompt"]
+        let instruction = ["instruction", "question", "prompt", "problem_statement"]
             .iter()
             .find_map(|k| o.get(*k).and_then(Value::as_str))
             .or(last_message)
             .with_context(|| {
                 format!(
-                    "{}:{line}: a task needs `instruction`, `question` or `prompt` (text), or `messages`",
+                    "{}:{line}: a task needs `instruction`, `question`, `prompt` or `problem_statement` (text), or `messages`",
                     path.display()
                 )
             })?;
-        let id = match o.get("id").or(o.get("task_name")) {
+        let id = match o.get("id").or(o.get("task_name")).or(o.get("instance_id")) {
             Some(Value::String(s)) => s.clone(),
             Some(Value::Number(n)) => n.to_string(),
             _ => format!("task-{line}"),
@@ -401,5 +413,16 @@ mod tests {
         );
         let data: Value = serde_json::from_str(&t[0].data_json).unwrap();
         assert_eq!(data["task"]["task_path"], "/t/hello");
+        // SWE-bench rows, for the SWE dialect's pools.
+        std::fs::write(
+            &p,
+            "{\"instance_id\": \"a__b-1\", \"repo\": \"a/b\", \"problem_statement\": \"It breaks.\"}\n",
+        )
+        .unwrap();
+        let t = read_tasks(&p).unwrap();
+        assert_eq!(
+            (t[0].id.as_str(), t[0].instruction.as_str()),
+            ("a__b-1", "It breaks.")
+        );
     }
 }

@@ -183,6 +183,7 @@ fn open_environment(cfg: &RunConfig) -> Result<Option<OpenedEnv>> {
             tools: path(&cfg.tools_config),
             pool_urls: pool_urls(&cfg.env_pool_url),
             pool_key: cfg.env_pool_api_key.clone(),
+            pool_dialect: cfg.env_pool_dialect.clone(),
             swe_bench_path: path(&cfg.swe_bench_path),
             screenshot_backend: (!cfg.screenshot_backend.is_empty())
                 .then(|| cfg.screenshot_backend.clone()),

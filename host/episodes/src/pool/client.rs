@@ -1,4 +1,12 @@
 //! `--env-pool-url`: an environment reached over HTTP, on one or more pools, with failover.
+//!
+//! `--env-pool-dialect` ([`Dialect`]) says how to talk to them: this host's protocol where a
+//! pool's `/status` names it, else the original's terminal workers' `/exec_tool` (`auto`, the
+//! default); the terminal workers' dialect always (`terminal`); or the original's SWE pool
+//! (`swe`: each reply's one ```` ```bash ```` block goes to `/exec`, its result comes back in
+//! mini-swe-agent's format, and the episode is scored by `/diff` then `/evaluate` with that
+//! patch) or GUI pool (`gui`: each `computer_use` call goes to `/step`, as its arguments object
+//! to this host's pools and as pyautogui code to the original's OSWorld workers).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,8 +18,55 @@ use openclaw_plugin_api::abi_stable::std_types::ROption;
 use openclaw_plugin_api::{Action, EnvInfo, Evaluation, Message, Observation, StepOutcome, Task};
 use serde_json::{json, Value};
 
+use super::{gui, swe};
 use crate::EnvCalls;
 use openclaw_buffer::messages::{from_json, to_json};
+
+/// How the client talks to its pools (`--env-pool-dialect`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Dialect {
+    /// This host's protocol (`/step`, `/tasks`) where a pool's `/status` names it, else the
+    /// original's terminal workers' `/exec_tool`.
+    #[default]
+    Auto,
+    /// The original's terminal workers' (`/reset {task_meta}`, `/exec_tool`), on any pool.
+    Terminal,
+    /// The original's SWE pool's (`/allocate {image, instance_id}`, `/exec`, `/diff`,
+    /// `/evaluate {patch, eval_script}`).
+    Swe,
+    /// The original's GUI pool's (`/allocate {episode_id}`, `/reset {task_config}`,
+    /// `/step {action}`, `/evaluate`).
+    Gui,
+}
+
+/// The names `--env-pool-dialect` takes.
+pub const DIALECTS: [&str; 4] = ["auto", "terminal", "swe", "gui"];
+
+impl Dialect {
+    /// The dialect named `name` (empty: `auto`).
+    pub fn parse(name: &str) -> Result<Dialect> {
+        Ok(match name.trim() {
+            "" | "auto" => Dialect::Auto,
+            "terminal" => Dialect::Terminal,
+            "swe" => Dialect::Swe,
+            "gui" => Dialect::Gui,
+            other => bail!(
+                "--env-pool-dialect {other:?} is not a dialect; the dialects are {}",
+                DIALECTS.join(", ")
+            ),
+        })
+    }
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Auto => "auto",
+            Dialect::Terminal => "terminal",
+            Dialect::Swe => "swe",
+            Dialect::Gui => "gui",
+        }
+    }
+}
 
 /// Why a pool call did not succeed.
 #[derive(Debug)]
@@ -43,6 +98,21 @@ struct Pool {
 struct Lease {
     pool: usize,
     id: String,
+    /// Whether its pool is one of this host's (known once it answered `/status`).
+    native: bool,
+    /// What the SWE and GUI dialects count of the episode here.
+    count: Count,
+}
+
+/// What the SWE and GUI dialects keep of an episode on the client's side, as the local
+/// environments keep it: replies, commands run, replies or calls that could not be read, and
+/// the task's `eval_script` (sent to the original's SWE pool, which scores by it).
+#[derive(Default)]
+struct Count {
+    turns: u32,
+    commands: u32,
+    errors: u32,
+    eval_script: String,
 }
 
 struct Shared {
@@ -63,6 +133,7 @@ pub struct RemoteEnv {
     name: String,
     shared: Arc<Shared>,
     next: AtomicU64,
+    dialect: Dialect,
 }
 
 /// Settings of the client.
@@ -76,6 +147,8 @@ pub struct RemoteOptions {
     pub heartbeat: Duration,
     /// The pools' key (`ENV_POOL_API_KEY`); empty: none sent.
     pub api_key: String,
+    /// How to talk to them (`ENV_POOL_DIALECT`).
+    pub dialect: Dialect,
 }
 
 impl Shared {
@@ -210,8 +283,9 @@ impl RemoteEnv {
             match shared.native(i) {
                 Ok(native) => tracing::info!(
                     pool = %shared.pools[i].base,
-                    "environment pool ({})",
-                    if native { "this host's protocol" } else { "the original's /exec_tool dialect" }
+                    "environment pool ({}; dialect {})",
+                    if native { "one of this host's" } else { "one of the original's" },
+                    opts.dialect.name()
                 ),
                 Err(e) => reasons.push(e.to_string()),
             }
@@ -231,6 +305,7 @@ impl RemoteEnv {
             name: name.to_string(),
             shared,
             next: AtomicU64::new(1),
+            dialect: opts.dialect,
         })
     }
 
@@ -252,7 +327,8 @@ impl RemoteEnv {
         seed: u64,
         request_id: &str,
     ) -> Result<(String, Value), PoolError> {
-        let native = self.shared.native(i)?;
+        // `terminal` speaks the original's dialect to this host's pools too.
+        let native = self.shared.native(i)? && self.dialect == Dialect::Auto;
         let a = self.shared.call(
             i,
             "/allocate",
@@ -296,6 +372,388 @@ impl RemoteEnv {
                 Err(e)
             }
         }
+    }
+
+    /// The SWE dialect's start on pool `i`: `/allocate {image, instance_id}` (the instance
+    /// from the task's `instance_id`, else its id; the image from its `image`, else
+    /// SWE-bench's name for the instance's).
+    fn start_swe(
+        &self,
+        i: usize,
+        task: &Task,
+        request_id: &str,
+    ) -> Result<(String, Value), PoolError> {
+        let native = self.shared.native(i)?;
+        let data: Value = serde_json::from_str(&task.data_json).unwrap_or(Value::Null);
+        let script = data["eval_script"].as_str().unwrap_or_default();
+        if !native && script.trim().is_empty() {
+            // The original's pool runs the script it is sent and counts exit 0 as resolved.
+            return Err(PoolError::Refused(
+                400,
+                format!(
+                    "{}: task `{}` has no `eval_script`, and the original's SWE pool scores an episode by the script it is sent (an empty one exits 0: every patch would count as resolved); give the tasks an `eval_script`, or serve the instances with `env-pool serve --env swe`, which runs their own tests",
+                    self.shared.pools[i].base, task.id
+                ),
+            ));
+        }
+        let instance = data["instance_id"]
+            .as_str()
+            .unwrap_or(task.id.as_str())
+            .to_string();
+        let image = data["image"]
+            .as_str()
+            .or(data["image_name"].as_str())
+            .map(str::to_string)
+            .unwrap_or_else(|| swe::image(&instance));
+        let a = self.shared.call(
+            i,
+            "/allocate",
+            Some(&json!({"image": image, "instance_id": instance, "request_id": request_id})),
+        )?;
+        let lease = a["lease_id"]
+            .as_str()
+            .ok_or_else(|| PoolError::Refused(200, "allocate gave no lease_id".into()))?
+            .to_string();
+        Ok((lease, a))
+    }
+
+    /// The GUI dialect's start on pool `i`: `/allocate {episode_id}`, then `/reset` with the
+    /// task: `{"id"}` to this host's pools, the task's own `task_config` (or its row, when it
+    /// is an OSWorld task) to the original's.
+    fn start_gui(
+        &self,
+        i: usize,
+        task: &Task,
+        request_id: &str,
+    ) -> Result<(String, Value), PoolError> {
+        let native = self.shared.native(i)?;
+        let a = self
+            .shared
+            .call(i, "/allocate", Some(&json!({"episode_id": request_id})))?;
+        let lease = a["lease_id"]
+            .as_str()
+            .ok_or_else(|| PoolError::Refused(200, "allocate gave no lease_id".into()))?
+            .to_string();
+        let config = if native {
+            json!({"id": task.id.as_str()})
+        } else {
+            let data: Value = serde_json::from_str(&task.data_json).unwrap_or(Value::Null);
+            if data["task_config"].is_object() {
+                data["task_config"].clone()
+            } else if data.get("evaluator").is_some() || data.get("config").is_some() {
+                data
+            } else {
+                json!({"id": task.id.as_str(), "instruction": task.instruction.as_str()})
+            }
+        };
+        match self.shared.call(
+            i,
+            "/reset",
+            Some(&json!({"lease_id": lease, "task_config": config})),
+        ) {
+            Ok(v) => Ok((lease, v)),
+            Err(e) => {
+                let _ = self
+                    .shared
+                    .call(i, "/close", Some(&json!({"lease_id": lease})));
+                Err(e)
+            }
+        }
+    }
+
+    /// The first observation of a started episode: the mini-swe-agent prompt for the SWE
+    /// dialect (a SWE-bench row's issue, or the task's instruction, which a pool's own task
+    /// already is); the instruction and the screen's accessibility tree with the
+    /// `computer_use` tool from the original's GUI workers; else what the pool sent.
+    fn first_observation(&self, task: &Task, v: &Value) -> Result<Observation> {
+        match self.dialect {
+            Dialect::Swe => {
+                let data: Value = serde_json::from_str(&task.data_json).unwrap_or(Value::Null);
+                let prompt = match data["problem_statement"].as_str() {
+                    Some(issue) => swe::prompt(issue, data["repo"].as_str().unwrap_or("(unnamed)")),
+                    None => task.instruction.to_string(),
+                };
+                Ok(Observation {
+                    messages: vec![Message::new("user", &prompt)].into(),
+                    tools_json: "".into(),
+                })
+            }
+            Dialect::Gui if !v["observation"]["messages"].is_array() => {
+                let obs = if v["observation"].is_object() {
+                    &v["observation"]
+                } else {
+                    v
+                };
+                let instruction = obs["instruction"]
+                    .as_str()
+                    .filter(|s| !s.trim().is_empty())
+                    .unwrap_or(task.instruction.as_str());
+                Ok(Observation {
+                    messages: vec![Message::new(
+                        "user",
+                        &gui::prompt(instruction, &gui::page_text(obs)),
+                    )]
+                    .into(),
+                    tools_json: gui::schema().into(),
+                })
+            }
+            _ => observation_of(v),
+        }
+    }
+
+    /// A count of the episode's, changed by `f`.
+    fn counted<T>(&self, episode: u64, f: impl FnOnce(&mut Count) -> T) -> Result<T> {
+        let mut leases = self.shared.leases.lock().expect("leases");
+        let lease = leases
+            .get_mut(&episode)
+            .ok_or_else(|| anyhow!("no episode {episode} (never started, or closed)"))?;
+        Ok(f(&mut lease.count))
+    }
+
+    /// The SWE dialect's step: the reply's one block runs by `/exec` and its result is shown
+    /// as mini-swe-agent shows it; a reply without exactly one block gets the reminder. The
+    /// episode ends on a submit, on its third unreadable reply, or (truncated) at the step
+    /// limit, as `envs/swe` ends its own.
+    fn step_swe(
+        &self,
+        episode: u64,
+        pool: usize,
+        lease: &str,
+        action: &Action,
+    ) -> Result<StepOutcome> {
+        let blocks = swe::bash_blocks(&action.message.content);
+        // (return code, submitted, the pool ended the episode, ... truncated)
+        let mut ran: Option<(Option<i32>, bool, bool, bool)> = None;
+        let reply = if blocks.len() == 1 {
+            let v = self
+                .shared
+                .call(
+                    pool,
+                    "/exec",
+                    Some(
+                        &json!({"lease_id": lease, "command": blocks[0], "cwd": swe::TESTBED,
+                        "timeout": swe::EXEC_SECONDS, "env": {}}),
+                    ),
+                )
+                .map_err(|e| anyhow!("environment pool: {e}"))?;
+            let output = v["output"].as_str().unwrap_or_default();
+            let code = v["returncode"].as_i64().map(|c| c as i32);
+            ran = Some((
+                code,
+                swe::submits(output),
+                v["done"].as_bool() == Some(true),
+                v["truncated"].as_bool() == Some(true),
+            ));
+            swe::observation(
+                code,
+                v["note"].as_str().unwrap_or_default(),
+                output,
+                swe::OUTPUT_CHARS,
+            )
+        } else {
+            swe::format_error(blocks.len())
+        };
+        let (turns, commands, errors) = self.counted(episode, |c| {
+            c.turns += 1;
+            if ran.is_some() {
+                c.commands += 1;
+            } else {
+                c.errors += 1;
+            }
+            (c.turns, c.commands, c.errors)
+        })?;
+        let (code, submitted, pool_done, pool_truncated) =
+            ran.unwrap_or((None, false, false, false));
+        let given_up = errors >= swe::MAX_FORMAT_ERRORS;
+        let truncated = !submitted && !given_up && (turns >= swe::MAX_TURNS || pool_truncated);
+        let done = submitted || given_up || truncated || pool_done;
+        let ended = if submitted {
+            "submitted"
+        } else if given_up {
+            "format_errors"
+        } else if truncated {
+            "max_turns"
+        } else if pool_done {
+            "ended by the pool"
+        } else {
+            ""
+        };
+        let metadata = json!({"commands": commands, "turns": turns, "format_errors": errors,
+            "ended": ended, "returncode": code});
+        Ok(StepOutcome {
+            observation: Observation {
+                messages: vec![Message::new("user", &reply)].into(),
+                tools_json: "".into(),
+            },
+            reward: 0.0,
+            done,
+            info: EnvInfo {
+                truncated,
+                metadata_json: metadata.to_string().into(),
+            },
+        })
+    }
+
+    /// The GUI dialect's step: each `computer_use` call of the message goes to `/step` (as
+    /// its arguments to this host's pools, as pyautogui code to the original's workers) and is
+    /// answered with a tool message showing the screen after it; a message without a call
+    /// gets the reminder, and the third unreadable call or message ends the episode.
+    fn step_gui(
+        &self,
+        episode: u64,
+        pool: usize,
+        lease: &str,
+        action: &Action,
+    ) -> Result<StepOutcome> {
+        let native = self
+            .shared
+            .leases
+            .lock()
+            .expect("leases")
+            .get(&episode)
+            .map(|l| l.native)
+            .unwrap_or(false);
+        let calls = gui::calls(&action.message);
+        let mut messages = Vec::new();
+        let (mut done, mut truncated, mut reward) = (false, false, 0.0f32);
+        let mut info = Value::Null;
+        let mut errors = u32::from(calls.is_empty());
+        for call in &calls {
+            let text = if done {
+                "[TOOL_ERROR] not run: the episode has ended".to_string()
+            } else {
+                let sent = gui::readable(call).and_then(|args| {
+                    if native {
+                        Ok(args.clone())
+                    } else {
+                        gui::pyautogui(args, gui::SCREEN).map(Value::String)
+                    }
+                });
+                match sent {
+                    Err(why) => {
+                        errors += 1;
+                        format!("[TOOL_ERROR] {why}")
+                    }
+                    Ok(sent) => {
+                        let v = self
+                            .shared
+                            .call(
+                                pool,
+                                "/step",
+                                Some(&json!({"lease_id": lease, "action": sent,
+                                    "sleep_after_execution": gui::SLEEP_AFTER})),
+                            )
+                            .map_err(|e| anyhow!("environment pool: {e}"))?;
+                        reward += v["reward"].as_f64().unwrap_or(0.0) as f32;
+                        done |= v["done"].as_bool().unwrap_or(false);
+                        truncated |= v["truncated"].as_bool().unwrap_or(false);
+                        info = v["info"].clone();
+                        shown_after(&v["observation"])
+                    }
+                }
+            };
+            let mut m = Message::new("tool", &text);
+            if let Some(id) = &call.id {
+                m.tool_call_id = ROption::RSome(id.as_str().into());
+            }
+            if !call.name.is_empty() {
+                m.name = ROption::RSome(call.name.as_str().into());
+            }
+            messages.push(m);
+        }
+        let errors = self.counted(episode, |c| {
+            c.turns += 1;
+            c.errors += errors;
+            c.errors
+        })?;
+        if calls.is_empty() {
+            messages.push(Message::new("user", &gui::no_call(errors)));
+        }
+        if errors >= gui::MAX_PARSE_ERRORS {
+            done = true;
+        }
+        let mut metadata = if info.is_object() { info } else { json!({}) };
+        metadata["client_parse_errors"] = json!(errors);
+        Ok(StepOutcome {
+            observation: Observation {
+                messages: messages.into(),
+                tools_json: "".into(),
+            },
+            reward,
+            done,
+            info: EnvInfo {
+                truncated,
+                metadata_json: metadata.to_string().into(),
+            },
+        })
+    }
+
+    /// The SWE dialect's score: `/diff`, then `/evaluate` with that patch and the task's
+    /// `eval_script`; reward 1 when resolved (or the pool's own `score`), else 0.
+    fn evaluate_swe(&self, episode: u64, pool: usize, lease: &str) -> Result<Option<Evaluation>> {
+        let script = self.counted(episode, |c| c.eval_script.clone())?;
+        let d = self
+            .shared
+            .call(
+                pool,
+                "/diff",
+                Some(&json!({"lease_id": lease, "cwd": swe::TESTBED})),
+            )
+            .map_err(|e| anyhow!("environment pool: {e}"))?;
+        let patch = d["patch"].as_str().unwrap_or_default().to_string();
+        let v = self
+            .shared
+            .call(
+                pool,
+                "/evaluate",
+                Some(
+                    &json!({"lease_id": lease, "patch": patch, "eval_script": script,
+                    "cwd": swe::TESTBED, "timeout": swe::EVAL_SECONDS}),
+                ),
+            )
+            .map_err(|e| anyhow!("environment pool: {e}"))?;
+        let resolved = v["resolved"]
+            .as_bool()
+            .or_else(|| v["solved"].as_bool())
+            .unwrap_or(false);
+        let reward = v["score"]
+            .as_f64()
+            .map(|s| s as f32)
+            .unwrap_or(if resolved { 1.0 } else { 0.0 });
+        let mut details = if v["details"].is_object() {
+            v["details"].clone()
+        } else {
+            let mut o = v.clone();
+            if let Some(m) = o.as_object_mut() {
+                m.remove("ok");
+            }
+            o
+        };
+        if !details.is_object() {
+            details = json!({});
+        }
+        if details.get("patch").is_none() {
+            details["patch"] = json!(patch);
+        }
+        details["resolved"] = json!(resolved);
+        Ok(Some(Evaluation {
+            reward,
+            solved: resolved,
+            details_json: details.to_string().into(),
+        }))
+    }
+}
+
+/// What a GUI `/step`'s observation shows the policy: the text of its messages (a pool of
+/// this host's), else the accessibility tree (the original's workers).
+fn shown_after(obs: &Value) -> String {
+    match obs["messages"].as_array() {
+        Some(list) => list
+            .iter()
+            .filter_map(|m| m["content"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n\n"),
+        None => gui::page_text(obs),
     }
 }
 
@@ -391,11 +849,18 @@ impl EnvCalls for RemoteEnv {
         );
         let mut reasons = Vec::new();
         let (mut full, mut refused) = (0, 0);
+        let data: Value = serde_json::from_str(&task.data_json).unwrap_or(Value::Null);
+        let eval_script = data["eval_script"].as_str().unwrap_or_default().to_string();
         for k in 0..n {
             let i = (first + k) % n;
-            match self.start_on(i, task, seed, &request_id) {
+            let started = match self.dialect {
+                Dialect::Swe => self.start_swe(i, task, &request_id),
+                Dialect::Gui => self.start_gui(i, task, &request_id),
+                Dialect::Auto | Dialect::Terminal => self.start_on(i, task, seed, &request_id),
+            };
+            match started {
                 Ok((lease, v)) => {
-                    let obs = match observation_of(&v) {
+                    let obs = match self.first_observation(task, &v) {
                         Ok(o) => o,
                         Err(e) => {
                             let _ =
@@ -404,11 +869,19 @@ impl EnvCalls for RemoteEnv {
                             return Err(e);
                         }
                     };
-                    self.shared
-                        .leases
-                        .lock()
-                        .expect("leases")
-                        .insert(episode, Lease { pool: i, id: lease });
+                    let native = self.shared.native(i).unwrap_or(false);
+                    self.shared.leases.lock().expect("leases").insert(
+                        episode,
+                        Lease {
+                            pool: i,
+                            id: lease,
+                            native,
+                            count: Count {
+                                eval_script: eval_script.clone(),
+                                ..Count::default()
+                            },
+                        },
+                    );
                     return Ok((episode, obs));
                 }
                 // A request the pool refuses for what it is would be refused by every pool.
@@ -440,7 +913,12 @@ impl EnvCalls for RemoteEnv {
 
     fn step(&self, episode: u64, action: &Action) -> Result<StepOutcome> {
         let (pool, lease) = self.lease(episode)?;
-        if self.shared.native(pool).map_err(|e| anyhow!("{e}"))? {
+        match self.dialect {
+            Dialect::Swe => return self.step_swe(episode, pool, &lease, action),
+            Dialect::Gui => return self.step_gui(episode, pool, &lease, action),
+            Dialect::Auto | Dialect::Terminal => {}
+        }
+        if self.dialect == Dialect::Auto && self.shared.native(pool).map_err(|e| anyhow!("{e}"))? {
             let v = self
                 .shared
                 .call(
@@ -504,6 +982,9 @@ impl EnvCalls for RemoteEnv {
 
     fn evaluate(&self, episode: u64) -> Result<Option<Evaluation>> {
         let (pool, lease) = self.lease(episode)?;
+        if self.dialect == Dialect::Swe {
+            return self.evaluate_swe(episode, pool, &lease);
+        }
         let v = self
             .shared
             .call(pool, "/evaluate", Some(&json!({"lease_id": lease})))
@@ -556,5 +1037,15 @@ mod tests {
     fn a_tasks_first_pool_is_the_same_everywhere() {
         assert_eq!(task_hash("create-hello"), task_hash("create-hello"));
         assert_ne!(task_hash("a") % 7, task_hash("b") % 7);
+    }
+
+    #[test]
+    fn dialects_are_named() {
+        for name in DIALECTS {
+            assert_eq!(Dialect::parse(name).unwrap().name(), name);
+        }
+        assert_eq!(Dialect::parse("").unwrap(), Dialect::Auto);
+        let e = Dialect::parse("osworld").unwrap_err().to_string();
+        assert!(e.contains("auto, terminal, swe, gui"), "{e}");
     }
 }

@@ -10,11 +10,17 @@
 //! `/close`, with idle leases reaped. This host's pools add `/step` (one whole assistant
 //! message, as the env ABI's `step`) and `GET /tasks`; the client uses them where `GET /status`
 //! names this protocol and falls back to `/exec_tool` for the original's workers.
+//!
+//! The original's SWE and GUI pools speak dialects of their own ([`swe`], [`gui`]): a pool
+//! here serving `swe` or `gui` answers them too, and the client speaks them when
+//! `--env-pool-dialect` says so ([`client::Dialect`]).
 
 pub mod client;
+pub mod gui;
 pub mod server;
+pub mod swe;
 
-pub use client::RemoteEnv;
+pub use client::{Dialect, RemoteEnv};
 
 /// What this host's pools say they speak in `GET /status`.
 pub const PROTOCOL: &str = "openclaw-host-env-pool/1";

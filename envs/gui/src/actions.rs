@@ -238,12 +238,17 @@ pub fn parse(args: &Value) -> Result<Act, String> {
                 .collect::<Result<Vec<_>, _>>()?;
             Act::Key { names, values }
         }
-        "type" => Act::Type(
-            args.get("text")
+        "type" => {
+            let text = args
+                .get("text")
                 .and_then(Value::as_str)
-                .ok_or("action `type` needs `text`: a string")?
-                .to_string(),
-        ),
+                .ok_or("action `type` needs `text`: a string")?;
+            // Each character is two WebDriver key actions.
+            if text.chars().count() > 10_000 {
+                return Err("`text` is longer than 10,000 characters".into());
+            }
+            Act::Type(text.to_string())
+        }
         "mouse_move" => {
             Act::MouseMove(coordinate(args, action)?.ok_or_else(|| need_coordinate(action))?)
         }

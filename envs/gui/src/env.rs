@@ -879,7 +879,6 @@ impl Env for GuiEnv {
             };
             let details = json!({
                 "task": ep.task.id,
-                "check": ep.task.toml.check,
                 "check_result": check_result,
                 "check_error": check_error,
                 "solved": solved,

@@ -443,10 +443,18 @@ impl Job<'_> {
         make_dirs_in(&self.root, cwd)?;
         let mut cmd = Command::new(bwrap);
         cmd.env_clear();
-        if !self.as_root {
-            // The tree is this user's: as root inside a user namespace of its own, pip may write it.
-            cmd.args(["--unshare-user", "--uid", "0", "--gid", "0"]);
-        }
+        // Root inside a user namespace of its own, with no capabilities, even when the host runs
+        // as root: a package's install code can write the tree (its owner's files) but cannot
+        // make devices, mount, or do anything else that needs host privileges.
+        cmd.args([
+            "--unshare-user",
+            "--uid",
+            "0",
+            "--gid",
+            "0",
+            "--cap-drop",
+            "ALL",
+        ]);
         cmd.args([
             "--unshare-pid",
             "--unshare-ipc",

@@ -248,10 +248,14 @@ impl SweEnv {
     /// diff as `patch`.
     fn score(&self, ep: &Episode) -> PluginResult<(bool, Value)> {
         let inst = &ep.inst;
+        // The repository's configuration is the agent's: no external diff program, text
+        // conversion, file-system monitor or replaced object may shape the diff that is scored.
+        let git = "git -c core.fsmonitor=false -c diff.external= -c core.attributesFile=/dev/null";
         let diff_run = command(&format!(
-            "git add -A >/dev/null 2>&1; git diff --cached --binary {}",
+            "{git} add -A >/dev/null 2>&1; {git} diff --cached --binary --no-ext-diff --no-textconv --no-color --no-renames --src-prefix=a/ --dst-prefix=b/ {}",
             inst.base_commit
         ))
+        .env("GIT_NO_REPLACE_OBJECTS", "1")
         .wall(Duration::from_secs(self.cfg.exec_seconds));
         let out = ep
             .workdir

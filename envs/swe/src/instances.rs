@@ -103,6 +103,10 @@ fn tests(row: &Value, key: &str) -> Result<Vec<String>, String> {
         Value::Array(items) => items
             .into_iter()
             .map(|i| match i {
+                // Passed to the test command as arguments: none may read as an option.
+                Value::String(s) if s.starts_with('-') => Err(format!(
+                    "`{key}` holds `{s}`, which reads as an option, not a test id"
+                )),
                 Value::String(s) if !s.trim().is_empty() => Ok(s),
                 other => Err(format!("`{key}` holds {other}, not a test id")),
             })
@@ -141,13 +145,21 @@ fn find_repo(row: &Value, repo: &str, file_dir: &Path, repos: Option<&Path>) -> 
         return candidates.into_iter().find(|p| is_repo(p));
     }
     if let Some(rel) = row["repo_dir"].as_str() {
-        let p = file_dir.join(rel);
+        let p = beside(file_dir, rel)?;
         return is_repo(&p).then_some(p);
     }
     is_repo(file_dir).then(|| file_dir.to_path_buf())
 }
 
-/// One row, checked; `n` is its line for messages.
+/// `rel` under `dir`, links resolved, when it exists there: a row names files beside its file,
+/// not anywhere on the host (a dataset is often someone else's).
+fn beside(dir: &Path, rel: &str) -> Option<PathBuf> {
+    let root = std::fs::canonicalize(dir).ok()?;
+    let p = std::fs::canonicalize(root.join(rel)).ok()?;
+    p.starts_with(&root).then_some(p)
+}
+
+/// One row, checked.
 fn instance(
     row: &Value,
     file_dir: &Path,
@@ -213,15 +225,14 @@ fn instance(
     })?;
     let image = match row["image"].as_str() {
         None => None,
-        Some(rel) => {
-            let p = file_dir.join(rel);
-            if !p.is_file() {
+        Some(rel) => match beside(file_dir, rel).filter(|p| p.is_file()) {
+            Some(p) => Some(p),
+            None => {
                 return Err(fail(format!(
-                    "image `{rel}` is not a file beside the instances' file"
-                )));
+                    "image `{rel}` is not a file in the instances' folder"
+                )))
             }
-            Some(p)
-        }
+        },
     };
     Ok(Instance {
         image,
@@ -394,6 +405,8 @@ mod tests {
         assert!(tests(&json!({"X": [1]}), "X")
             .unwrap_err()
             .contains("not a test id"));
+        let e = tests(&json!({"X": ["-p", "evil"]}), "X").unwrap_err();
+        assert!(e.contains("reads as an option"), "{e}");
         assert!(tests(&json!({}), "X").unwrap().is_empty());
     }
 

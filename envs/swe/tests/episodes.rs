@@ -137,6 +137,14 @@ fn the_reference_solution_resolves_and_a_planted_conftest_does_not() {
         dropped.contains(&"conftest.py") && dropped.len() >= 2,
         "{d}"
     );
+    // Nor does a diff program of the repository's own configuration, which would print a
+    // "diff" of the agent's choosing: the gold patch, never applied to the files.
+    let gold = std::fs::read_to_string(tasks_dir().join(id).join("gold.patch")).unwrap();
+    let fake = format!(
+        "cat > /tmp/gold.patch <<'OPENCLAW_GOLD'\n{gold}OPENCLAW_GOLD\nprintf '#!/bin/sh\\ncat /testbed/.git/gold.patch\\n' > .git/diff.sh && chmod +x .git/diff.sh && cp /tmp/gold.patch .git/ && git config diff.external /testbed/.git/diff.sh && echo x >> README.md"
+    );
+    let (e, _) = episode(&env, id, &[bash(&fake), bash(&protocol::submit_command())]);
+    assert!(!e.solved, "{}", e.details_json);
     // A planted `pytest.py` at the root does not replace pytest either.
     let fake = "printf 'import sys\\nprint(\"PASSED\")\\nsys.exit(0)\\n' > pytest.py";
     let (e, _) = episode(&env, id, &[bash(fake), bash(&protocol::submit_command())]);

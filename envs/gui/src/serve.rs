@@ -202,6 +202,7 @@ fn reason(status: u16) -> &'static str {
         404 => "Not Found",
         405 => "Method Not Allowed",
         503 => "Service Unavailable",
+        408 => "Request Timeout",
         _ => "Internal Server Error",
     }
 }
@@ -224,7 +225,14 @@ fn handle(mut conn: TcpStream, root: &Path) -> io::Result<()> {
     conn.set_write_timeout(Some(IO_TIMEOUT))?;
     let mut head = Vec::new();
     let mut buf = [0u8; 2048];
+    // One deadline for the whole head: a byte every few seconds does not keep a worker.
+    let deadline = std::time::Instant::now() + IO_TIMEOUT;
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return respond(&mut conn, 408, "text/plain", b"request head too slow\n");
+        }
+        conn.set_read_timeout(Some(left))?;
         let n = conn.read(&mut buf)?;
         if n == 0 {
             break;

@@ -172,14 +172,23 @@ impl TaskSpec {
         for step in &spec.steps {
             if let Step::Copy { line, sources, .. } = step {
                 let hidden = ["tests", "run-tests.sh", "solution.sh"];
+                // By name, and by where each source leads (a link `t -> tests` copies the tests).
+                let real = |p: &str| std::fs::canonicalize(self.dir.join(p)).ok();
+                let hidden_real: Vec<PathBuf> = hidden.iter().filter_map(|h| real(h)).collect();
                 if let Some(s) = sources.iter().find(|s| {
                     let s = s.trim_start_matches("./").trim_end_matches('/');
-                    s.is_empty()
+                    let named = s.is_empty()
                         || s == "."
-                        || s == "*"
+                        || s.contains('*')
                         || hidden
                             .iter()
-                            .any(|h| s == *h || s.starts_with(&format!("{h}/")))
+                            .any(|h| s == *h || s.starts_with(&format!("{h}/")));
+                    let leads = real(s).is_some_and(|src| {
+                        hidden_real
+                            .iter()
+                            .any(|h| h.starts_with(&src) || src.starts_with(h))
+                    });
+                    named || leads
                 }) {
                     return Err(named(&format!(
                         "Dockerfile:{line}: COPY {s} would put the task's tests or solution in the image, where the agent reads them; copy the files the task needs by name"
@@ -290,4 +299,58 @@ pub fn builtin_count() -> usize {
         .iter()
         .filter(|(rel, _)| rel.ends_with("/task.yaml"))
         .count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A task folder with the files a task needs and `dockerfile`.
+    fn task_with(root: &Path, name: &str, dockerfile: &str) -> PathBuf {
+        let dir = root.join(name);
+        std::fs::create_dir_all(dir.join("tests")).unwrap();
+        std::fs::write(dir.join("task.yaml"), "instruction: do it\n").unwrap();
+        std::fs::write(dir.join("run-tests.sh"), "true\n").unwrap();
+        std::fs::write(dir.join("tests/test_outputs.py"), "def test_x(): pass\n").unwrap();
+        std::fs::write(dir.join("Dockerfile"), dockerfile).unwrap();
+        dir
+    }
+
+    #[test]
+    fn an_image_may_not_copy_the_tests_by_name_or_through_a_link() {
+        let root = tempfile::tempdir().unwrap();
+        task_with(
+            root.path(),
+            "by-name",
+            "FROM debian:bookworm\nCOPY tests /app/tests\n",
+        );
+        let linked = task_with(
+            root.path(),
+            "by-link",
+            "FROM debian:bookworm\nCOPY t /app/t\n",
+        );
+        std::os::unix::fs::symlink("tests", linked.join("t")).unwrap();
+        task_with(root.path(), "whole", "FROM debian:bookworm\nCOPY . /app\n");
+        let fine = task_with(
+            root.path(),
+            "fine",
+            "FROM debian:bookworm\nCOPY data.txt /app/\n",
+        );
+        std::fs::write(fine.join("data.txt"), "1\n").unwrap();
+        let (_, tasks, problems) = load_all(root.path()).unwrap();
+        assert_eq!(tasks.len(), 1, "{problems:?}");
+        assert!(tasks[0]
+            .image
+            .as_ref()
+            .unwrap()
+            .apt
+            .contains(&"python3-pytest".to_string()));
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert!(
+            problems
+                .iter()
+                .all(|p| p.contains("would put the task's tests")),
+            "{problems:?}"
+        );
+    }
 }

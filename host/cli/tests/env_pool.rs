@@ -740,6 +740,19 @@ fn a_pool_serving_swe_answers_the_originals_swe_dialect() {
     );
     let (s, o) = exec(json!({"command": "ls", "env": {"A B": "x"}}));
     assert_eq!(s, 400, "{o}");
+    // A second call while one runs on the same lease is refused, not queued.
+    std::thread::scope(|scope| {
+        let slow = scope.spawn(|| exec(json!({"command": "sleep 2; echo slept"})));
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let (s, o) = exec(json!({"command": "echo quick"}));
+        assert_eq!(s, 409, "{o}");
+        assert!(
+            o["error"].as_str().unwrap().contains("has a step running"),
+            "{o}"
+        );
+        let (s, o) = slow.join().unwrap();
+        assert_eq!((s, o["output"].as_str()), (200, Some("slept\n")), "{o}");
+    });
 
     // The gold patch through a here-document, then the submit.
     let gold = gold_patch();

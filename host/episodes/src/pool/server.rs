@@ -74,6 +74,22 @@ impl Default for PoolOptions {
     }
 }
 
+/// Clears a lease's `busy` mark when dropped.
+struct Busy {
+    pool: Arc<Pool>,
+    lease_id: String,
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        if let Ok(mut leases) = self.pool.leases.lock() {
+            if let Some(l) = leases.get_mut(&self.lease_id) {
+                l.busy = false;
+            }
+        }
+    }
+}
+
 struct Lease {
     /// The task it runs (empty for a GUI lease until its reset names one).
     task_key: String,
@@ -86,6 +102,9 @@ struct Lease {
     granted: Instant,
     /// Whether a reset is running (a second one is refused).
     resetting: bool,
+    /// A step of its episode is running: a second one is refused (409) rather than queued,
+    /// so one client cannot pile up threads behind one episode's lock.
+    busy: bool,
     episode: Option<u64>,
     last_seen: Instant,
     /// Steps so far (`/step`, `/exec_tool`, `/exec`): a kept score is current while this
@@ -221,13 +240,30 @@ impl Pool {
         Ok(lease)
     }
 
-    /// The lease's episode and task for a step, marking it seen and counting the step.
-    fn stepped(&self, lease_id: &str, client: IpAddr) -> Result<(u64, String), Failure> {
+    /// The lease's episode and task for a step, marking it seen, counting the step and marking
+    /// it busy until the returned guard is dropped (when the step ends or its deadline passes).
+    fn stepped(
+        self: &Arc<Self>,
+        lease_id: &str,
+        client: IpAddr,
+    ) -> Result<(u64, String, Busy), Failure> {
         let mut leases = self.leases.lock().expect("lease table");
         let lease = Self::touch(&mut leases, lease_id, client)?;
         let episode = lease.episode.ok_or_else(|| no_episode(lease_id))?;
+        if lease.busy {
+            return Err(Failure(
+                StatusCode::CONFLICT,
+                format!("lease `{lease_id}` has a step running; send the next when it answers"),
+                None,
+            ));
+        }
+        lease.busy = true;
         lease.steps += 1;
-        Ok((episode, lease.task_key.clone()))
+        let busy = Busy {
+            pool: Arc::clone(self),
+            lease_id: lease_id.to_string(),
+        };
+        Ok((episode, lease.task_key.clone(), busy))
     }
 
     /// Refuses a route of another environment's dialect, saying which this pool answers.
@@ -307,6 +343,7 @@ impl Pool {
                 client,
                 granted: Instant::now(),
                 resetting: false,
+                busy: false,
                 episode: None,
                 last_seen: Instant::now(),
                 steps: 0,
@@ -863,7 +900,7 @@ fn gui_action(action: &Value, sleep: &Value) -> Result<Value, Failure> {
 async fn gui_step(pool: &Arc<Pool>, client: IpAddr, body: &Value) -> Reply {
     let lease_id = field(body, "lease_id")?.to_string();
     let args = gui_action(&body["action"], &body["sleep_after_execution"])?;
-    let (episode, task_key) = pool.stepped(&lease_id, client)?;
+    let (episode, task_key, _busy) = pool.stepped(&lease_id, client)?;
     let mut message = Message::new("assistant", "");
     message.tool_calls_json = ROption::RSome(
         json!([{"id": "call_0", "type": "function",
@@ -973,7 +1010,7 @@ async fn exec(
             "`command` cannot run as one agent step: a line of it starts with ``` (the environment reads the command from a reply's one ```bash block)",
         ));
     }
-    let (episode, _) = pool.stepped(&lease_id, addr.ip())?;
+    let (episode, _, _busy) = pool.stepped(&lease_id, addr.ip())?;
     let message = Message::new("assistant", &reply);
     let env = pool.env.clone();
     let timeout = pool.opts.call_timeout;
@@ -1092,7 +1129,7 @@ async fn step(
     }
     let message =
         from_json(&body["message"], "assistant").map_err(|e| bad(format!("`message`: {e}")))?;
-    let (episode, _) = pool.stepped(field(&body, "lease_id")?, addr.ip())?;
+    let (episode, _, _busy) = pool.stepped(field(&body, "lease_id")?, addr.ip())?;
     let env = pool.env.clone();
     let timeout = pool.opts.call_timeout;
     let out = blocking(move || env.step(episode, &Action { message }, timeout))
@@ -1106,7 +1143,7 @@ async fn exec_tool(
     ConnectInfo(addr): Client,
     Json(body): Json<Value>,
 ) -> Reply {
-    let (episode, _) = pool.stepped(field(&body, "lease_id")?, addr.ip())?;
+    let (episode, _, _busy) = pool.stepped(field(&body, "lease_id")?, addr.ip())?;
     let call = &body["tool_call"];
     let name = call["name"]
         .as_str()

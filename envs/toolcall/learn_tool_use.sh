@@ -7,8 +7,9 @@
 # 1. Problems: 2,000 products of two numbers in 11..99 (problems.jsonl); the environment puts
 #    every 5th in its `eval` split, which nothing below trains on.
 # 2. A tiny Qwen3 (`init-model`, about 1M parameters) with a byte-level BPE tokenizer trained
-#    on the conversations, and a ChatML template that leaves the tool's schema out of the prompt
-#    (the instruction names the tool; a 128-wide model does not need 150 tokens of schema).
+#    on the conversations, and a ChatML template whose tools section writes only the tools'
+#    names (the instruction says how to call it; a 128-wide model does not need 150 tokens of
+#    schema), the same in SFT and in the episodes.
 # 3. Cold start, as ReTool does: SFT on worked examples that call the tool
 #    (`<code>print(a * b)</code>`, the interpreter's answer, `Answer: \boxed{…}`), then a short
 #    SFT on a mix where 80% of the answers are guesses, so the model mostly guesses (its greedy
@@ -62,6 +63,8 @@ make_data() { # SEED N SHARE FILE
     }
     if (file == "problems") exit;
     srand(seed);
+    # The template writes each tool by name (its tools section), in SFT as in the episodes.
+    tools = "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"code_interpreter\"}}]";
     pre = "Solve the problem below. You can run Python with the `code_interpreter` tool; what the code prints comes back to you. Finish with the final answer as `Answer: \\\\boxed{<answer>}`.\\n\\nProblem: ";
     for (i = 0; i < ns; i++) {
       do { j = int(rand() * np) } while (j % 5 == 4);
@@ -71,10 +74,10 @@ make_data() { # SEED N SHARE FILE
         call = "{\"role\": \"assistant\", \"content\": \"<code>print(" a " * " b ")</code>\"}";
         tool = "{\"role\": \"tool\", \"name\": \"code_interpreter\", \"content\": \"<interpreter>\\n" p "\\n\\n</interpreter>\"}";
         ans = "{\"role\": \"assistant\", \"content\": \"Answer: \\\\boxed{" p "}\"}";
-        printf "{\"messages\": [%s, %s, %s, %s]}\n", user, call, tool, ans > file;
+        printf "{\"messages\": [%s, %s, %s, %s], %s}\n", user, call, tool, ans, tools > file;
       } else {
         ans = "{\"role\": \"assistant\", \"content\": \"Answer: \\\\boxed{" (121 + int(rand() * 9680)) "}\"}";
-        printf "{\"messages\": [%s, %s]}\n", user, ans > file;
+        printf "{\"messages\": [%s, %s], %s}\n", user, ans, tools > file;
       }
     }
   }'
@@ -92,7 +95,7 @@ EOF
 
 echo "== a tiny model and its tokenizer"
 "$BIN" init-model --out model --train-text corpus.txt --vocab-size 1024 --seed "$SEED"
-jq --arg t "{%- for m in messages %}{{- '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}" \
+jq --arg t "{%- if tools %}{{- '<|im_start|>system\nTools:' }}{%- for t in tools %}{{- ' ' + t.function.name }}{%- endfor %}{{- '<|im_end|>\n' }}{%- endif %}{%- for m in messages %}{{- '<|im_start|>' + m.role + '\n' + m.content + '<|im_end|>\n' }}{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}{%- endif %}" \
   '.chat_template = $t' model/tokenizer_config.json > model/tc.json
 mv model/tc.json model/tokenizer_config.json
 

@@ -21,7 +21,10 @@ mod spec;
 
 use std::path::PathBuf;
 
+mod sandboxes;
+
 pub use build::{Built, ImageCache};
+pub use sandboxes::{sandboxes, OnImage};
 pub use spec::{Base, ImageSpec, ImageTable, Step};
 
 /// Why an image could not be read or built.

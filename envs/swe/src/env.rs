@@ -399,10 +399,10 @@ fn images(
         Ok(ImageCache::new(&cfg.image_cache))
     }
     .map_err(|e| format!("env `swe`: the image cache: {e}"))?;
-    let mut by_key: std::collections::HashMap<String, Result<Sandbox, String>> = Default::default();
     let mut failed = Vec::new();
+    let mut items = Vec::new();
     for inst in list.iter() {
-        let spec = match (&inst.image, &shared) {
+        let mut spec = match (&inst.image, &shared) {
             (Some(p), _) => match read(p) {
                 Ok(s) => s,
                 Err(e) => {
@@ -414,38 +414,24 @@ fn images(
             (None, None) => continue,
         };
         // The checkout, the diff and the patches are git's work inside the sandbox.
-        let mut spec = spec;
         if !spec.apt.iter().any(|p| p == "git") {
             spec.apt.push("git".into());
             spec.apt.sort();
         }
-        let key = match cache.key(&spec) {
-            Ok(k) => k,
-            Err(e) => {
-                failed.push((inst.id.clone(), e.to_string()));
-                continue;
-            }
-        };
-        let made = by_key.entry(key).or_insert_with(|| {
-            if cache.cached(&spec).ok().flatten().is_none() {
-                host.info(&format!(
-                    "env `swe`: building the image {} (instance `{}`); a first build takes a minute or two",
-                    spec.origin, inst.id
-                ));
-            }
-            let built = cache.build(&spec).map_err(|e| e.to_string())?;
-            Sandbox::new(SandboxConfig {
-                system: openclaw_sandbox::SystemRoot::Image(built.root.clone()),
-                env: built.env.clone(),
-                ..base.clone()
-            })
-            .map_err(|e| e.to_string())
-        });
+        items.push((inst.id.clone(), spec));
+    }
+    let built = openclaw_env_images::sandboxes(&cache, &items, base, |id, spec| {
+        host.info(&format!(
+            "env `swe`: building the image {} (instance `{id}`); a first build takes a minute or two",
+            spec.origin
+        ))
+    });
+    for (id, made) in built {
         match made {
-            Ok(s) => {
-                out.insert(inst.id.clone(), s.clone());
+            Ok((sandbox, _)) => {
+                out.insert(id, sandbox);
             }
-            Err(e) => failed.push((inst.id.clone(), e.clone())),
+            Err(e) => failed.push((id, e)),
         }
     }
     for (id, why) in failed {

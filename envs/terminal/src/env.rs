@@ -856,34 +856,23 @@ fn images(
         Ok(openclaw_env_images::ImageCache::new(&cfg.image_cache))
     }
     .map_err(|e| format!("env `terminal`: the image cache: {e}"))?;
-    let mut by_key: HashMap<String, Result<(Sandbox, Option<PathBuf>), String>> = HashMap::new();
+    let items: Vec<(String, openclaw_env_images::ImageSpec)> = tasks
+        .iter()
+        .filter_map(|t| Some((t.name.clone(), t.image.clone()?)))
+        .collect();
+    let built = openclaw_env_images::sandboxes(&cache, &items, base, |name, spec| {
+        host.info(&format!(
+            "env `terminal`: building the image of task `{name}` ({}); a first build takes a minute or two",
+            spec.origin
+        ))
+    });
     let mut failed = Vec::new();
-    for t in tasks.iter() {
-        let Some(spec) = &t.image else { continue };
-        let key = cache
-            .key(spec)
-            .map_err(|e| format!("task `{}`: {e}", t.name))?;
-        let made = by_key.entry(key).or_insert_with(|| {
-            if cache.cached(spec).ok().flatten().is_none() {
-                host.info(&format!(
-                    "env `terminal`: building the image of task `{}` ({}); a first build takes a minute or two",
-                    t.name, spec.origin
-                ));
-            }
-            let built = cache.build(spec).map_err(|e| e.to_string())?;
-            let sandbox = Sandbox::new(SandboxConfig {
-                system: openclaw_sandbox::SystemRoot::Image(built.root.clone()),
-                env: built.env.clone(),
-                ..base.clone()
-            })
-            .map_err(|e| e.to_string())?;
-            Ok((sandbox, built.folder(Path::new(APP))))
-        });
+    for (name, made) in built {
         match made {
-            Ok(s) => {
-                out.insert(t.name.clone(), s.clone());
+            Ok((sandbox, image)) => {
+                out.insert(name, (sandbox, image.folder(Path::new(APP))));
             }
-            Err(e) => failed.push((t.name.clone(), e.clone())),
+            Err(e) => failed.push((name, e)),
         }
     }
     for (name, why) in failed {

@@ -22,6 +22,10 @@ struct Life {
     trained: Vec<u64>,
     /// Unfinished episode groups found at start.
     unfinished: usize,
+    /// Samples each step trained.
+    per_step: Vec<usize>,
+    /// Samples dropped as too stale, in all.
+    dropped: usize,
 }
 
 /// Runs `run --env` on the coin-scored fixture until `steps`.
@@ -69,22 +73,26 @@ fn run_env_with(dir: &Path, model: &Path, steps: u64, extra: &[(&'static str, St
         Pipeline::<Cpu>::four_loops(&cfg, &plugins, &Placement::all(Default::default())).unwrap();
     let unfinished = pipeline.replay.unfinished_groups;
     assert!(pipeline.env.is_some());
-    let seen = Arc::new(Mutex::new((Vec::new(), Vec::new())));
+    let seen = Arc::new(Mutex::new((Vec::new(), Vec::new(), Vec::new(), 0)));
     let observer = seen.clone();
     let handle = pipeline
         .start(move |ev| {
             let mut o = observer.lock().unwrap();
             o.0.push(ev.report.step);
             o.1.extend(ev.sample_seqs.iter().copied());
+            o.2.push(ev.sample_seqs.len());
+            o.3 += ev.dropped_stale;
         })
         .unwrap();
     handle.wait();
     handle.shutdown().unwrap().expect("it trains");
-    let (steps, trained) = seen.lock().unwrap().clone();
+    let (steps, trained, per_step, dropped) = seen.lock().unwrap().clone();
     Life {
         steps,
         trained,
         unfinished,
+        per_step,
+        dropped,
     }
 }
 
@@ -261,4 +269,27 @@ fn judged_steps_add_their_mean_score_to_the_outcome() {
         let mean = e.step_scores.iter().sum::<f32>() / 3.0;
         assert!((e.reward.unwrap() - (outcome + 0.5 * mean)).abs() < 1e-6);
     }
+}
+
+/// Samples too stale to train leave before a batch is taken: every step trains a whole batch of
+/// samples of the current weights, never the remnant of one (a step of one sample after fifteen
+/// were dropped takes a whole step's learning rate on one episode).
+#[test]
+fn stale_samples_are_dropped_before_a_batch_is_made_so_every_step_trains_a_whole_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let model =
+        openclaw_lab::default_model::ensure_default_model(&dir.join("home"), false).unwrap();
+    let life = run_env_with(dir, &model, 3, &[("max_staleness", "0".into())]);
+    assert_eq!(life.steps, vec![1, 2, 3]);
+    assert_eq!(life.per_step, vec![12, 12, 12], "dropped {}", life.dropped);
+    let mut seen = std::collections::HashSet::new();
+    assert!(
+        life.trained.iter().all(|s| seen.insert(*s)),
+        "{:?}",
+        life.trained
+    );
+    // With no lag allowed, the samples made while a step trained are stale: this run must
+    // have dropped some for the check above to say anything.
+    assert!(life.dropped > 0, "nothing was stale");
 }

@@ -165,13 +165,15 @@ impl<B: Backend> TrainLoop<B> {
         let mut failed_in_a_row = 0u64;
         let mut failure = None;
         let mut poisoned = false;
+        // Stale samples dropped since the last step, reported with the next one.
+        let mut dropped_waiting = 0usize;
         loop {
             let done_steps =
                 self.opts.max_steps > 0 && self.session.trainer.state().step >= self.opts.max_steps;
             if stop.load(Ordering::SeqCst) || done_steps {
                 break;
             }
-            let (same_kind, full) = next_batch(&ready, self.opts.batch);
+            let (_, full) = next_batch(&ready, self.opts.batch);
             let timed_out = first_ready.is_some_and(|t| t.elapsed() >= self.opts.batch_timeout)
                 && !ready.is_empty();
             if !(full || timed_out || (closed && !ready.is_empty())) {
@@ -192,6 +194,23 @@ impl<B: Backend> TrainLoop<B> {
                     .set(ready.len() as i64);
                 continue;
             }
+            // Stale samples leave before a batch is taken, so a step trains a full batch of
+            // samples that may train, not what is left of one: a step of 1 sample after 15
+            // were dropped took a whole step's learning rate on one episode and collapsed a run.
+            // A dropped sample's seq is not marked consumed here (others before it may still
+            // wait); a resumed run drops it again.
+            if !self.opts.correct_stale {
+                let (kept, dropped) = self.admit(std::mem::take(&mut ready));
+                ready = kept;
+                if dropped > 0 {
+                    dropped_waiting += dropped;
+                    first_ready = (!ready.is_empty()).then(Instant::now);
+                    if !closed {
+                        continue;
+                    }
+                }
+            }
+            let (same_kind, _) = next_batch(&ready, self.opts.batch);
             let take = same_kind.min(self.opts.batch);
             let batch: Vec<QueuedSample> = ready.drain(..take).collect();
             first_ready = (!ready.is_empty()).then(Instant::now);
@@ -300,7 +319,7 @@ impl<B: Backend> TrainLoop<B> {
                     .weights
                     .as_ref()
                     .map_or(self.session.trainer.state().weight_version, |w| w.version()),
-                dropped_stale: dropped,
+                dropped_stale: dropped + std::mem::take(&mut dropped_waiting),
                 sample_seqs,
                 saved,
             });

@@ -46,7 +46,7 @@ mod slow {
             // 0.00 held-out and reached 0.93 by GRPO step 5 in 293 s on 2 cores.
             .env("SFT_STEPS", "350")
             .env("MIX_STEPS", "60")
-            .env("RL_STEPS", "15")
+            .env("RL_STEPS", "10")
             .env("EVAL_EVERY", "5")
             .env("EVAL_TASKS", "40")
             .env_remove("RUST_LOG")

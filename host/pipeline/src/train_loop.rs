@@ -150,6 +150,21 @@ impl<B: Backend> TrainLoop<B> {
         (kept, dropped)
     }
 
+    /// Removes the samples over `max_staleness` from `ready` (none when stale samples train
+    /// with the importance correction); how many. Their lag is observed when a batch is
+    /// admitted, not here, so each sample is counted once.
+    fn drop_stale(&self, ready: &mut Vec<QueuedSample>) -> usize {
+        if self.opts.correct_stale {
+            return 0;
+        }
+        let v = self.session.trainer.state().weight_version;
+        let before = ready.len();
+        ready.retain(|(_, s)| v.saturating_sub(s.weight_version) <= self.opts.max_staleness);
+        let dropped = before - ready.len();
+        self.metrics.stale_dropped.inc_by(dropped as u64);
+        dropped
+    }
+
     /// Trains until `stop` is set, the channel closes or `max_steps` is reached; calls
     /// `on_step` after every step. Saves a checkpoint at the end.
     pub fn run(
@@ -199,15 +214,12 @@ impl<B: Backend> TrainLoop<B> {
             // were dropped took a whole step's learning rate on one episode and collapsed a run.
             // A dropped sample's seq is not marked consumed here (others before it may still
             // wait); a resumed run drops it again.
-            if !self.opts.correct_stale {
-                let (kept, dropped) = self.admit(std::mem::take(&mut ready));
-                ready = kept;
-                if dropped > 0 {
-                    dropped_waiting += dropped;
-                    first_ready = (!ready.is_empty()).then(Instant::now);
-                    if !closed {
-                        continue;
-                    }
+            let dropped = self.drop_stale(&mut ready);
+            if dropped > 0 {
+                dropped_waiting += dropped;
+                first_ready = (!ready.is_empty()).then(Instant::now);
+                if !closed {
+                    continue;
                 }
             }
             let (same_kind, _) = next_batch(&ready, self.opts.batch);

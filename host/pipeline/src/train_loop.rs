@@ -132,27 +132,19 @@ impl<B: Backend> TrainLoop<B> {
         serde_json::to_vec_pretty(&self.consumed).expect("plain data serialises")
     }
 
-    /// Splits `batch` into samples to train and the number dropped as too stale.
-    pub fn admit(&self, batch: Vec<QueuedSample>) -> (Vec<QueuedSample>, usize) {
+    /// Records the lag of each sample of a batch about to train (stale ones left it before,
+    /// in [`Self::drop_stale`]).
+    fn observe_lag(&self, batch: &[QueuedSample]) {
         let v = self.session.trainer.state().weight_version;
-        let mut kept = Vec::with_capacity(batch.len());
-        let mut dropped = 0;
-        for (seq, s) in batch {
+        for (_, s) in batch {
             let lag = v.saturating_sub(s.weight_version);
-            if lag > self.opts.max_staleness && !self.opts.correct_stale {
-                dropped += 1;
-                self.metrics.stale_dropped.inc();
-            } else {
-                self.metrics.sample_staleness.observe(lag as f64);
-                kept.push((seq, s));
-            }
+            self.metrics.sample_staleness.observe(lag as f64);
         }
-        (kept, dropped)
     }
 
     /// Removes the samples over `max_staleness` from `ready` (none when stale samples train
-    /// with the importance correction); how many. Their lag is observed when a batch is
-    /// admitted, not here, so each sample is counted once.
+    /// with the importance correction); how many. The lag of those kept is observed when their
+    /// batch is taken, so each sample is counted once.
     fn drop_stale(&self, ready: &mut Vec<QueuedSample>) -> usize {
         if self.opts.correct_stale {
             return 0;
@@ -227,13 +219,13 @@ impl<B: Backend> TrainLoop<B> {
             let batch: Vec<QueuedSample> = ready.drain(..take).collect();
             first_ready = (!ready.is_empty()).then(Instant::now);
             let last_seq = batch.last().map(|(s, _)| *s).unwrap_or(0);
-            let (kept, dropped) = self.admit(batch);
-            if kept.is_empty() {
+            self.observe_lag(&batch);
+            if batch.is_empty() {
                 self.consumed.consumed_through = self.consumed.consumed_through.max(last_seq);
                 continue;
             }
-            let sample_seqs: Vec<u64> = kept.iter().map(|(q, _)| *q).collect();
-            let mut samples: Vec<TrainingSample> = kept.into_iter().map(|(_, s)| s).collect();
+            let sample_seqs: Vec<u64> = batch.iter().map(|(q, _)| *q).collect();
+            let mut samples: Vec<TrainingSample> = batch.into_iter().map(|(_, s)| s).collect();
             let report = match self.session.rl_step(&mut samples, &self.loss) {
                 Ok(r) => r,
                 Err(e) => {
@@ -331,7 +323,7 @@ impl<B: Backend> TrainLoop<B> {
                     .weights
                     .as_ref()
                     .map_or(self.session.trainer.state().weight_version, |w| w.version()),
-                dropped_stale: dropped + std::mem::take(&mut dropped_waiting),
+                dropped_stale: std::mem::take(&mut dropped_waiting),
                 sample_seqs,
                 saved,
             });

@@ -570,6 +570,187 @@ fn logprobs_are_answered_as_openai_does_and_match_the_recorded_ones() {
     }
 }
 
+/// `/v1/completions` as vLLM answers it: a prompt of text or token ids, whole or streamed as
+/// `text_completion` chunks, bad token ids and what is not served refused by name, nothing
+/// recorded; and `/v1/models/{id}` for the served id, an alias and an unknown id, behind the
+/// key like the rest of `/v1`.
+#[test]
+fn legacy_completions_and_one_model_are_answered_as_vllm_does() {
+    use serde_json::json;
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let buffer = tmp.path().join("rl_buffer");
+    let server = start(&model, &buffer, &["--api-key", "k"]);
+    let call = |request: ureq::RequestBuilder<ureq::typestate::WithBody>, body: Value| {
+        let mut r = request
+            .config()
+            .http_status_as_error(false)
+            .build()
+            .send_json(body)
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.body_mut().read_to_string().unwrap_or_default())
+    };
+    let post = |body: Value| {
+        call(
+            ureq::post(&format!("{}/v1/completions", server.url))
+                .header("authorization", "Bearer k"),
+            body,
+        )
+    };
+    let get = |path: &str, key: &str| {
+        let mut r = ureq::get(&format!("{}{path}", server.url))
+            .header("authorization", &format!("Bearer {key}"))
+            .config()
+            .http_status_as_error(false)
+            .build()
+            .call()
+            .unwrap();
+        let status = r.status().as_u16();
+        let text = r.body_mut().read_to_string().unwrap_or_default();
+        (
+            status,
+            serde_json::from_str::<Value>(&text).unwrap_or(Value::Null),
+        )
+    };
+    let refused = |body: Value| {
+        let (s, text) = post(body.clone());
+        let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        assert_eq!(s, 400, "{body}: {text}");
+        v["error"].clone()
+    };
+
+    // One model by its id, by an alias (answered with the served id), and an unknown one.
+    let (s, m) = get("/v1/models/model", "k");
+    assert_eq!(s, 200, "{m}");
+    assert_eq!(
+        (m["id"].as_str(), m["object"].as_str()),
+        (Some("model"), Some("model"))
+    );
+    let context = m["max_model_len"].as_u64().unwrap() as usize;
+    let (s, m) = get("/v1/models/default", "k");
+    assert_eq!((s, m["id"].as_str()), (200, Some("model")), "{m}");
+    for unknown in ["/v1/models/gpt-4", "/v1/models/org/gpt-4"] {
+        let (s, e) = get(unknown, "k");
+        assert_eq!(
+            (s, e["error"]["code"].as_str()),
+            (404, Some("model_not_found")),
+            "{e}"
+        );
+    }
+    let (s, _) = get("/v1/models/model", "wrong");
+    assert_eq!(s, 401);
+    let (s, _) = call(
+        ureq::post(&format!("{}/v1/completions", server.url)),
+        json!({"prompt": "The owl"}),
+    );
+    assert_eq!(s, 401);
+
+    // A text prompt, whole.
+    let greedy =
+        json!({"model": "model", "prompt": "The owl lives in", "max_tokens": 8, "temperature": 0});
+    let (s, text) = post(greedy.clone());
+    assert_eq!(s, 200, "{text}");
+    let whole: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(whole["object"], "text_completion", "{whole}");
+    assert_eq!(whole["model"], "model");
+    assert!(
+        whole["id"].as_str().unwrap().starts_with("cmpl-"),
+        "{whole}"
+    );
+    let choice = &whole["choices"][0];
+    let finish = choice["finish_reason"].as_str().unwrap();
+    assert!(["length", "stop"].contains(&finish), "{whole}");
+    let completion_tokens = whole["usage"]["completion_tokens"].as_u64().unwrap();
+    assert!((1..=8).contains(&completion_tokens), "{whole}");
+    assert!(
+        whole["usage"]["prompt_tokens"].as_u64().unwrap() >= 1,
+        "{whole}"
+    );
+
+    // The same, streamed: the same text in `text_completion` chunks, then usage and [DONE].
+    let mut streamed = greedy.clone();
+    streamed["stream"] = json!(true);
+    streamed["stream_options"] = json!({"include_usage": true});
+    let (s, body) = post(streamed);
+    assert_eq!(s, 200, "{body}");
+    let data: Vec<&str> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .collect();
+    assert_eq!(data.last(), Some(&"[DONE]"), "{body}");
+    let chunks: Vec<Value> = data[..data.len() - 1]
+        .iter()
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let (mut text, mut last_finish) = (String::new(), None);
+    for c in &chunks {
+        assert_eq!(c["object"], "text_completion", "{c}");
+        if let Some(choice) = c["choices"].get(0) {
+            text.push_str(choice["text"].as_str().unwrap());
+            if let Some(f) = choice["finish_reason"].as_str() {
+                last_finish = Some(f.to_string());
+            }
+        }
+    }
+    assert_eq!(text, choice["text"].as_str().unwrap(), "{body}");
+    assert_eq!(last_finish.as_deref(), Some(finish), "{body}");
+    let usage = &chunks.last().unwrap()["usage"];
+    assert_eq!(usage["completion_tokens"], completion_tokens, "{body}");
+
+    // Token ids, as vLLM takes them, plain or as a list of one prompt.
+    let ids = json!([5, 17, 42, 99]);
+    let (s, text) = post(json!({"prompt": ids, "max_tokens": 4, "temperature": 0}));
+    assert_eq!(s, 200, "{text}");
+    let plain: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(plain["usage"]["prompt_tokens"], 4, "{plain}");
+    let (s, text) = post(json!({"prompt": [ids], "max_tokens": 4, "temperature": 0}));
+    assert_eq!(s, 200, "{text}");
+    let listed: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(listed["choices"][0]["text"], plain["choices"][0]["text"]);
+
+    // A token id outside the vocabulary, a prompt past the context, and what is not served.
+    let e = refused(json!({"prompt": [5, 100000]}));
+    assert_eq!(e["param"], "prompt", "{e}");
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.contains("100000") && message.contains("position 1"),
+        "{e}"
+    );
+    let e = refused(json!({"prompt": vec![5; context]}));
+    assert_eq!(
+        (e["param"].as_str(), e["code"].as_str()),
+        (Some("prompt"), Some("context_length_exceeded")),
+        "{e}"
+    );
+    let e = refused(json!({"prompt": [5, 17], "max_tokens": context}));
+    assert_eq!(
+        (e["param"].as_str(), e["code"].as_str()),
+        (Some("max_tokens"), Some("context_length_exceeded")),
+        "{e}"
+    );
+    for (k, value) in [
+        ("echo", json!(true)),
+        ("best_of", json!(2)),
+        ("suffix", json!("x")),
+        ("logprobs", json!(1)),
+        ("n", json!(2)),
+    ] {
+        let mut body = json!({"prompt": "The owl"});
+        body[k] = value;
+        let e = refused(body);
+        assert_eq!(e["param"], k, "{e}");
+    }
+    let e = refused(json!({"prompt": ["The owl", "The shark"]}));
+    assert_eq!(e["param"], "prompt", "{e}");
+    let (s, text) = post(json!({"model": "gpt-x", "prompt": "The owl"}));
+    assert_eq!(s, 404, "{text}");
+
+    // Completions have no session: nothing was recorded.
+    drop(server);
+    assert_eq!(export(&buffer), Vec::<Value>::new());
+}
+
 /// A request log line per request at info level, with method, path, status, time and (for
 /// chat) tokens, never the content or the key; the public-bind warning said once, naming the
 /// variable that sets the key.

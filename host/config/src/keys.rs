@@ -263,7 +263,7 @@ pub const KEYS: &[KeySpec] = &[
         "\"\"",
         &["SERVED_MODEL_NAME"],
         "served-model-name",
-        "the model id clients use; empty: the model path's last component (`default` for the built-in model); `default` is always accepted too",
+        "the model id clients use; empty: the model path's last component, a GGUF file's without `.gguf` (its file name is accepted too; `default` for the built-in model); `default` is always accepted too",
     ),
     key(
         "enable_rl_intercept",

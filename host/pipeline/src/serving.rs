@@ -27,16 +27,45 @@ pub struct Serving<B: Backend> {
 }
 
 /// The model id clients see: `--served-model-name`, else the model path's last component as
-/// vLLM does with its model argument (`default` for the built-in model).
+/// vLLM does with its model argument, a GGUF file's without `.gguf` (`default` for the built-in
+/// model).
 pub fn served_model_name(cfg: &RunConfig) -> String {
     if !cfg.served_model_name.is_empty() {
         return cfg.served_model_name.clone();
     }
-    Path::new(&cfg.model_path)
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
+    let path = Path::new(&cfg.model_path);
+    // `qwen3-0.6b-q8_0.gguf` is served as `qwen3-0.6b-q8_0`: the extension says how the
+    // weights are stored, not which model they are.
+    let name = if is_gguf(path) {
+        path.file_stem()
+    } else {
+        path.file_name()
+    };
+    name.map(|n| n.to_string_lossy().into_owned())
         .filter(|n| !n.is_empty())
         .unwrap_or_else(|| "default".into())
+}
+
+/// The other ids a request may name for the served model (see
+/// [`ServerOptions::aliases`]): `default` always, and a GGUF file's own name when its id left
+/// `.gguf` out (the id it was served under before), never the served id itself.
+pub fn served_model_aliases(cfg: &RunConfig) -> Vec<String> {
+    let served = served_model_name(cfg);
+    let mut aliases = vec!["default".to_string()];
+    let path = Path::new(&cfg.model_path);
+    if cfg.served_model_name.is_empty() && is_gguf(path) {
+        if let Some(name) = path.file_name() {
+            aliases.push(name.to_string_lossy().into_owned());
+        }
+    }
+    aliases.retain(|a| *a != served);
+    aliases
+}
+
+/// Whether a model path names a GGUF file, by its extension.
+fn is_gguf(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("gguf"))
 }
 
 impl<B: Backend> Serving<B>
@@ -115,6 +144,7 @@ where
             stopping: tokio::sync::watch::channel(false).0,
             opts: ServerOptions {
                 served_model_name: served_model_name(cfg),
+                aliases: served_model_aliases(cfg),
                 api_key: cfg.api_key.clone(),
                 max_body_bytes: cfg.max_body_bytes as usize,
                 default_max_tokens: cfg.default_max_tokens,
@@ -236,6 +266,38 @@ pub async fn interrupted() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gguf_files_id_leaves_out_gguf_and_its_file_name_stays_an_alias() {
+        let cfg = |model_path: &str, served: &str| {
+            let mut cfg = RunConfig::defaults();
+            cfg.model_path = model_path.into();
+            cfg.served_model_name = served.into();
+            cfg
+        };
+        let gguf = cfg("/models/SmolLM2-135M-Instruct.Q4_1.gguf", "");
+        assert_eq!(served_model_name(&gguf), "SmolLM2-135M-Instruct.Q4_1");
+        assert_eq!(
+            served_model_aliases(&gguf),
+            ["default", "SmolLM2-135M-Instruct.Q4_1.gguf"]
+        );
+        let upper = cfg("models/Tiny.GGUF", "");
+        assert_eq!(served_model_name(&upper), "Tiny");
+        assert_eq!(served_model_aliases(&upper), ["default", "Tiny.GGUF"]);
+        // A directory keeps its whole name, dots included.
+        let dir = cfg("/models/Qwen3-0.6B", "");
+        assert_eq!(served_model_name(&dir), "Qwen3-0.6B");
+        assert_eq!(served_model_aliases(&dir), ["default"]);
+        // `--served-model-name` wins, and the file's names are then no aliases.
+        let named = cfg("/models/tiny.gguf", "Qwen/Qwen3-0.6B");
+        assert_eq!(served_model_name(&named), "Qwen/Qwen3-0.6B");
+        assert_eq!(served_model_aliases(&named), ["default"]);
+        // The built-in model is `default`, which is then no alias of itself.
+        let builtin = cfg("", "default");
+        assert_eq!(served_model_name(&builtin), "default");
+        assert!(served_model_aliases(&builtin).is_empty());
+        assert_eq!(served_model_name(&cfg("", "")), "default");
+    }
 
     #[test]
     fn only_a_public_address_without_a_key_is_warned_about() {

@@ -17,21 +17,31 @@ use std::sync::{Arc, Mutex};
 /// The chat route's path: its refusals are counted as chat requests.
 const CHAT: &str = "/v1/chat/completions";
 
+/// The legacy completions route's path: its refusals are counted as completions.
+pub const COMPLETIONS: &str = "/v1/completions";
+
 /// Counts a chat request's answer by status.
 pub fn count(metrics: &Metrics, status: StatusCode) {
+    count_endpoint(metrics, "chat", status);
+}
+
+/// Counts an answer of `endpoint` (`chat`, `completions`) by status.
+pub fn count_endpoint(metrics: &Metrics, endpoint: &str, status: StatusCode) {
     metrics
         .requests
         .get_or_create(&vec![
-            ("endpoint".to_string(), "chat".to_string()),
+            ("endpoint".to_string(), endpoint.to_string()),
             ("status".to_string(), status.as_u16().to_string()),
         ])
         .inc();
 }
 
-/// A refusal as the answer, counted when it is a chat request's.
+/// A refusal as the answer, counted when it is a generation request's.
 fn refuse(metrics: &Metrics, path: &str, e: ApiError) -> Response {
-    if path == CHAT {
-        count(metrics, e.status);
+    match path {
+        CHAT => count(metrics, e.status),
+        COMPLETIONS => count_endpoint(metrics, "completions", e.status),
+        _ => {}
     }
     e.into_response()
 }
@@ -63,7 +73,7 @@ pub struct Admitted {
     _client: ClientSlot,
 }
 
-/// The layer over the chat route: a slot of the client's share (`--max-inflight-per-client`),
+/// The layer over the chat and completions routes: a slot of the client's share (`--max-inflight-per-client`),
 /// then one of the total (`--max-inflight`), handed to the handler in the request's
 /// extensions so the answer holds them to its end.
 pub async fn admit<B: Backend>(

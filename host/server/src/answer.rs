@@ -12,6 +12,7 @@ use burn::prelude::Backend;
 use openclaw_chat::{ParseEvent, ParsedMessage};
 use openclaw_collect::{Answer, Assignment};
 use openclaw_engine::{Generation, Model};
+use openclaw_metrics::Metrics;
 use openclaw_policy::GenEvent;
 use serde_json::{json, Value};
 use std::convert::Infallible;
@@ -32,8 +33,9 @@ pub struct Turnkeeper {
     pub(crate) created: u64,
 }
 
-/// One step of a generation, as both answers read it.
-enum Step {
+/// One step of a generation, as every answer reads it (chat's here, legacy completions' in
+/// [`crate::completions`]).
+pub(crate) enum Step {
     /// What the pipeline let out of one token.
     Text(Vec<ParseEvent>),
     /// The generation failed.
@@ -42,13 +44,66 @@ enum Step {
     Done(Generation),
 }
 
-/// What both answers do with each token: the time to the first, its logprob entry when the
-/// request asked for them, and its text through the pipeline.
+/// The engine's events for one request, read the same way by every answer: the time to the
+/// first token observed once, each sampled token shown to the caller (for its logprob entry),
+/// and its text through the pipeline.
+pub(crate) struct Steps<'a> {
+    metrics: &'a Metrics,
+    started: Instant,
+    first: bool,
+}
+
+impl<'a> Steps<'a> {
+    /// The steps of a request that arrived at `started`.
+    pub(crate) fn new(metrics: &'a Metrics, started: Instant) -> Self {
+        Steps {
+            metrics,
+            started,
+            first: true,
+        }
+    }
+
+    /// Waits for the generation's next step: each token's text through the pipeline (`sampled`
+    /// sees its id, logprob and alternatives first), its failure, or its end (`None`: it
+    /// stopped without one).
+    pub(crate) async fn next(
+        &mut self,
+        rx: &mut mpsc::UnboundedReceiver<GenEvent>,
+        pipeline: &mut TextPipeline,
+        mut sampled: impl FnMut(u32, f32, &[(u32, f32)]),
+    ) -> Option<Step> {
+        loop {
+            match rx.recv().await? {
+                GenEvent::Started { .. } => {}
+                GenEvent::Token {
+                    id,
+                    logprob,
+                    stop,
+                    top,
+                } => {
+                    if self.first {
+                        self.metrics
+                            .ttft_seconds
+                            .observe(self.started.elapsed().as_secs_f64());
+                        self.first = false;
+                    }
+                    sampled(id, logprob, &top[..]);
+                    return Some(Step::Text(pipeline.token(id, stop.as_ref())));
+                }
+                GenEvent::Failed(e) => return Some(Step::Failed(e)),
+                GenEvent::Done(g) => return Some(Step::Done(g)),
+            }
+        }
+    }
+}
+
+/// What both chat answers do with each token: its step ([`Steps`]), its logprob entry when the
+/// request asked for them, and the turn's record and log line at the end.
 struct Tokens<'a, B: Backend> {
     app: &'a App<B>,
     k: &'a Turnkeeper,
     started: Instant,
-    first: bool,
+    steps: Steps<'a>,
     /// Logprob entries of tokens whose text is not out yet.
     logprobs: Vec<Value>,
 }
@@ -62,45 +117,27 @@ where
             app,
             k,
             started,
-            first: true,
+            steps: Steps::new(&app.metrics, started),
             logprobs: Vec::new(),
         }
     }
 
-    /// Waits for the generation's next step: each token's text through the pipeline (with the
-    /// time to the first token and its logprob entry), its failure, or its end (`None`: it
-    /// stopped without one).
+    /// Waits for the generation's next step (see [`Steps::next`]), keeping each token's
+    /// logprob entry when the request asked for them.
     async fn next(
         &mut self,
         rx: &mut mpsc::UnboundedReceiver<GenEvent>,
         pipeline: &mut TextPipeline,
     ) -> Option<Step> {
-        loop {
-            match rx.recv().await? {
-                GenEvent::Started { .. } => {}
-                GenEvent::Token {
-                    id,
-                    logprob,
-                    stop,
-                    top,
-                } => {
-                    if self.first {
-                        self.app
-                            .metrics
-                            .ttft_seconds
-                            .observe(self.started.elapsed().as_secs_f64());
-                        self.first = false;
-                    }
-                    if self.k.request.logprobs.is_some() {
-                        self.logprobs
-                            .push(token_logprob(self.app, id, logprob, &top));
-                    }
-                    return Some(Step::Text(pipeline.token(id, stop.as_ref())));
+        let (app, wanted) = (self.app, self.k.request.logprobs.is_some());
+        let logprobs = &mut self.logprobs;
+        self.steps
+            .next(rx, pipeline, |id, logprob, top| {
+                if wanted {
+                    logprobs.push(token_logprob(app, id, logprob, top));
                 }
-                GenEvent::Failed(e) => return Some(Step::Failed(e)),
-                GenEvent::Done(g) => return Some(Step::Done(g)),
-            }
-        }
+            })
+            .await
     }
 
     /// Records the turn: durable before the client sees its end.

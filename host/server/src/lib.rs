@@ -7,11 +7,16 @@
 //! ([`protocol`]), the prompt, generation, and the answer, plain or streamed ([`answer`]),
 //! whose turn collection records before the client sees its end.
 //!
+//! A legacy completion (`/v1/completions`, [`completions`]) passes the same key, admission,
+//! body and generation, with a prompt of text or token ids instead of messages; it has no
+//! session and is not recorded as a turn.
+//!
 //! The live dashboard ([`dashboard`]) is a router of its own, merged into the API's or served
 //! alone by `train`.
 
 pub mod admission;
 pub mod answer;
+pub mod completions;
 pub mod dashboard;
 pub mod error;
 pub mod protocol;
@@ -32,8 +37,13 @@ use std::sync::{Arc, Mutex};
 /// Settings of the server.
 #[derive(Clone, Debug)]
 pub struct ServerOptions {
-    /// The model id clients use (`default` is accepted too).
+    /// The model id clients use, and the one every answer names.
     pub served_model_name: String,
+    /// Other ids a request may name for the same model, answered as `served_model_name`:
+    /// `default`, and a GGUF file's own name (`model.gguf`) when the served id leaves out
+    /// `.gguf`, so clients set up with the older id keep working. `/v1/models` lists only the
+    /// served id.
+    pub aliases: Vec<String>,
     /// Bearer key required when not empty.
     pub api_key: String,
     /// Largest accepted request body.
@@ -45,11 +55,18 @@ pub struct ServerOptions {
     /// How long a request may take to send its body (`--request-body-timeout`): a slot is
     /// held while it is read.
     pub body_timeout: std::time::Duration,
-    /// Chat requests one client address may have admitted at once
+    /// Chat and completion requests one client address may have admitted at once
     /// (`--max-inflight-per-client`), so one client cannot take every slot.
     pub max_inflight_per_client: usize,
     /// Total slots (`--max-inflight`), for `/healthz`.
     pub max_inflight: usize,
+}
+
+impl ServerOptions {
+    /// Whether a request naming model `id` is for the served model: its id or an alias.
+    pub fn serves(&self, id: &str) -> bool {
+        id == self.served_model_name || self.aliases.iter().any(|a| a == id)
+    }
 }
 
 /// What the handlers share.
@@ -62,10 +79,11 @@ pub struct App<B: Backend> {
     pub metrics: Arc<Metrics>,
     /// Settings.
     pub opts: ServerOptions,
-    /// Chat requests admitted at once (`--max-inflight`), counted from before the body is read
-    /// to the end of the answer, so reading, parsing and tokenizing are bounded too.
+    /// Chat and completion requests admitted at once (`--max-inflight`), counted from before
+    /// the body is read to the end of the answer, so reading, parsing and tokenizing are
+    /// bounded too.
     pub admission: Arc<tokio::sync::Semaphore>,
-    /// Admitted chat requests per client address.
+    /// Admitted chat and completion requests per client address.
     pub per_client: Arc<Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
     /// Set when the server stops: requests still sending their body are answered 503 at once
     /// instead of holding the stop.

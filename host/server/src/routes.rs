@@ -1,4 +1,5 @@
-//! The routes: `/v1/chat/completions` (true token streaming, tools), `/v1/models`, `/healthz`,
+//! The routes: `/v1/chat/completions` (true token streaming, tools), `/v1/completions` (legacy
+//! completions, [`crate::completions`]), `/v1/models` and `/v1/models/{id}`, `/healthz`,
 //! `/metrics` and the live dashboard, with the key and admission as layers in front of them.
 
 use crate::admission::{self, InFlight};
@@ -6,7 +7,7 @@ use crate::answer::{self, Turnkeeper};
 use crate::protocol::{self, ApiError};
 use crate::text::TextPipeline;
 use crate::App;
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::StatusCode;
 use axum::middleware::from_fn_with_state;
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -16,7 +17,7 @@ use axum::{Json, Router};
 use burn::prelude::Backend;
 use openclaw_buffer::messages::content_of;
 use openclaw_chat::{OutputParser, ParserOptions, RenderOptions};
-use openclaw_engine::{Model, SamplingParams};
+use openclaw_engine::{GenerateRequest, Model, SamplingParams};
 use serde_json::{json, Value};
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -30,12 +31,18 @@ where
     Model<B>: Send + Sync,
 {
     // Layers run outermost first: the key, then admission, then the handler.
-    let chat = Router::new()
+    let generate = Router::new()
         .route("/v1/chat/completions", post(chat::<B>))
+        .route(
+            admission::COMPLETIONS,
+            post(crate::completions::completions::<B>),
+        )
         .route_layer(from_fn_with_state(app.clone(), admission::admit::<B>));
     let v1 = Router::new()
-        .merge(chat)
+        .merge(generate)
         .route("/v1/models", get(models::<B>))
+        // A wildcard, so an id with a slash (`Qwen/Qwen3-0.6B`, as vLLM serves one) is found.
+        .route("/v1/models/{*id}", get(model::<B>))
         .route_layer(from_fn_with_state(app.clone(), admission::authorize::<B>));
     // The live dashboard, behind the API's key (an empty key is none).
     let dashboard = crate::dashboard::router(
@@ -55,8 +62,9 @@ where
                 code: Some("unknown_url"),
             }
         })
-        // The chat handler reads the body itself, after the key and admission, with its own
-        // limit (so the answer is OpenAI-shaped); no extractor reads one before it.
+        // The chat and completions handlers read the body themselves, after the key and
+        // admission, with their own limit (so the answer is OpenAI-shaped); no extractor reads
+        // one before them.
         .layer(DefaultBodyLimit::disable())
         .with_state(app)
         .merge(dashboard)
@@ -155,18 +163,38 @@ where
         .into_response()
 }
 
-async fn models<B: Backend>(State(app): State<Arc<App<B>>>) -> Response
+/// The served model as OpenAI's model object, with vLLM's `max_model_len`.
+fn model_object<B: Backend>(app: &App<B>) -> Value
 where
     Model<B>: Send + Sync,
 {
-    Json(json!({"object": "list", "data": [{
+    json!({
         "id": app.opts.served_model_name,
         "object": "model",
         "created": now(),
         "owned_by": "openclaw-host",
         "max_model_len": app.engine.context(),
-    }]}))
-    .into_response()
+    })
+}
+
+async fn models<B: Backend>(State(app): State<Arc<App<B>>>) -> Response
+where
+    Model<B>: Send + Sync,
+{
+    Json(json!({"object": "list", "data": [model_object(&app)]})).into_response()
+}
+
+/// `GET /v1/models/{id}`: the served model's object when `id` is its id or an alias (answered
+/// with the served id, the one to use), OpenAI's 404 `model_not_found` otherwise.
+async fn model<B: Backend>(State(app): State<Arc<App<B>>>, Path(id): Path<String>) -> Response
+where
+    Model<B>: Send + Sync,
+{
+    if app.opts.serves(&id) {
+        Json(model_object(&app)).into_response()
+    } else {
+        ApiError::model_not_found(&id).into_response()
+    }
 }
 
 async fn chat<B: Backend>(State(app): State<Arc<App<B>>>, request: Request) -> Response
@@ -219,6 +247,67 @@ fn request_text_bytes(
     (text, tools.map_or(0, strings))
 }
 
+/// The engine request for a prompt that fits the context (the caller checked): its completion
+/// budget checked against the room the prompt leaves (vLLM's 400 when it cannot fit), and the
+/// server's defaults for what the request leaves out. Chat and completions both build theirs
+/// here.
+pub(crate) fn generation_request<B: Backend>(
+    app: &App<B>,
+    prompt: Vec<u32>,
+    asked: &protocol::Sampling,
+) -> Result<GenerateRequest, ApiError>
+where
+    Model<B>: Send + Sync,
+{
+    let context = app.engine.context();
+    let room = context.saturating_sub(prompt.len()) as u32;
+    if let Some(wanted) = asked.max_tokens.filter(|&m| m > room) {
+        // vLLM's answer to a completion budget the context cannot hold (its words for both
+        // endpoints).
+        return Err(ApiError::invalid(
+            format!(
+                "This model's maximum context length is {context} tokens. However, you requested {} tokens ({} in the messages, {wanted} in the completion). Please reduce the length of the messages or completion.",
+                prompt.len() + wanted as usize,
+                prompt.len()
+            ),
+            Some("max_tokens"),
+        )
+        .with_code("context_length_exceeded"));
+    }
+    let max_tokens = asked
+        .max_tokens
+        .unwrap_or(app.opts.default_max_tokens)
+        .min(room)
+        .max(1);
+    let sampling = SamplingParams {
+        temperature: asked.temperature.unwrap_or(app.opts.default_temperature),
+        top_k: asked.top_k.unwrap_or(0) as usize,
+        top_p: asked.top_p.unwrap_or(1.0),
+    };
+    let seed = asked.seed.unwrap_or_else(rand::random);
+    Ok(app.engine.request(
+        prompt,
+        sampling,
+        max_tokens as usize,
+        asked.stop.clone(),
+        seed,
+    ))
+}
+
+/// Queues a request on the generation thread; a full queue is a 429.
+pub(crate) fn submit<B: Backend>(
+    app: &App<B>,
+    request: GenerateRequest,
+) -> Result<mpsc::UnboundedReceiver<openclaw_policy::GenEvent>, ApiError>
+where
+    Model<B>: Send + Sync,
+{
+    app.engine
+        .scheduler
+        .submit(request)
+        .map_err(|_| ApiError::busy("The server is at capacity; retry shortly."))
+}
+
 async fn chat_inner<B: Backend>(
     app: Arc<App<B>>,
     mut request: Request,
@@ -235,7 +324,7 @@ where
     drop(body);
     let context = app.engine.context();
     if let Some(m) = &request.model {
-        if m != &app.opts.served_model_name && m != "default" {
+        if !app.opts.serves(m) {
             return Err(ApiError::model_not_found(m));
         }
     }
@@ -281,37 +370,7 @@ where
     if prompt.ids.len() >= context {
         return Err(ApiError::context_length(context, prompt.ids.len()));
     }
-    let room = (context - prompt.ids.len()) as u32;
-    if let Some(asked) = request.max_tokens.filter(|&m| m > room) {
-        // vLLM's answer to a completion budget the context cannot hold.
-        return Err(ApiError::invalid(
-            format!(
-                "This model's maximum context length is {context} tokens. However, you requested {} tokens ({} in the messages, {asked} in the completion). Please reduce the length of the messages or completion.",
-                prompt.ids.len() + asked as usize,
-                prompt.ids.len()
-            ),
-            Some("max_tokens"),
-        )
-        .with_code("context_length_exceeded"));
-    }
-    let max_tokens = request
-        .max_tokens
-        .unwrap_or(app.opts.default_max_tokens)
-        .min(room)
-        .max(1);
-    let sampling = SamplingParams {
-        temperature: request.temperature.unwrap_or(app.opts.default_temperature),
-        top_k: request.top_k.unwrap_or(0) as usize,
-        top_p: request.top_p.unwrap_or(1.0),
-    };
-    let seed = request.seed.unwrap_or_else(rand::random);
-    let mut gen_request = app.engine.request(
-        prompt.ids.clone(),
-        sampling,
-        max_tokens as usize,
-        request.stop.clone(),
-        seed,
-    );
+    let mut gen_request = generation_request(&app, prompt.ids.clone(), &request.sampling())?;
     gen_request.top_logprobs = request.logprobs.unwrap_or(0);
 
     // The session and turn, and the previous turn's next state, recorded before generation.
@@ -320,11 +379,7 @@ where
         .open(&request.hints, &request.messages)
         .map_err(ApiError::from)?;
 
-    let rx = app
-        .engine
-        .scheduler
-        .submit(gen_request)
-        .map_err(|_| ApiError::busy("The server is at capacity; retry shortly."))?;
+    let rx = submit(&app, gen_request)?;
     let in_flight = InFlight::new(&app.metrics);
     let parser = OutputParser::new(ParserOptions {
         parse_tool_calls: request.tools.is_some(),

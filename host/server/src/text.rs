@@ -78,17 +78,30 @@ impl StopHold {
 pub struct TextPipeline {
     decoder: IncrementalDecoder,
     stop: StopHold,
-    parser: OutputParser,
+    /// `None` for plain text: every character is content.
+    parser: Option<OutputParser>,
     message: ParsedMessage,
 }
 
 impl TextPipeline {
-    /// A pipeline.
+    /// A pipeline for a chat reply: reasoning and tool calls are parsed out of the content.
     pub fn new(decoder: IncrementalDecoder, stops: &[String], parser: OutputParser) -> Self {
         TextPipeline {
             decoder,
             stop: StopHold::new(stops),
-            parser,
+            parser: Some(parser),
+            message: ParsedMessage::default(),
+        }
+    }
+
+    /// A pipeline for plain text, as a legacy completion is answered: a completion continues
+    /// its prompt wherever that stopped, so `<think>` or `<tool_call>` in it is text, not
+    /// markup.
+    pub fn plain(decoder: IncrementalDecoder, stops: &[String]) -> Self {
+        TextPipeline {
+            decoder,
+            stop: StopHold::new(stops),
+            parser: None,
             message: ParsedMessage::default(),
         }
     }
@@ -97,7 +110,10 @@ impl TextPipeline {
         if text.is_empty() {
             return Vec::new();
         }
-        let events = self.parser.push(text);
+        let events = match &mut self.parser {
+            Some(parser) => parser.push(text),
+            None => vec![ParseEvent::ContentDelta(text.to_string())],
+        };
         for e in &events {
             self.message.apply(e);
         }
@@ -122,7 +138,10 @@ impl TextPipeline {
         let mut shown = self.stop.push(&text, None);
         shown.push_str(&self.stop.finish());
         let mut events = self.parse(&shown);
-        let tail = self.parser.finish();
+        let tail = match &mut self.parser {
+            Some(parser) => parser.finish(),
+            None => Vec::new(),
+        };
         for e in &tail {
             self.message.apply(e);
         }

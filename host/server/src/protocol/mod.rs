@@ -1,6 +1,7 @@
 //! The OpenAI chat-completions protocol: requests as clients send them (both token-limit
 //! names, string or text-part content, tools), responses and stream chunks, and errors in
-//! OpenAI's shape.
+//! OpenAI's shape; and the legacy completions request ([`parse_completion`]), whose sampling
+//! settings are checked by the same rules.
 //!
 //! A body is read in two steps. serde reads it into typed fields (`wire`), each holding a value
 //! of its type or, failing that, the JSON that came instead; [`parse`] then checks the fields
@@ -8,9 +9,11 @@
 //! rule. serde's own errors name neither, and come in the body's order.
 
 pub use crate::error::ApiError;
+pub use completions::{parse_completion, CompletionPrompt, CompletionRequest};
 pub use tools::MAX_TOOLS;
 pub use wire::{Stop, StreamOptions};
 
+mod completions;
 mod messages;
 mod tools;
 mod wire;
@@ -58,6 +61,38 @@ pub struct ChatRequest {
     pub logprobs: Option<usize>,
     /// What the request says about its session.
     pub hints: SessionHints,
+}
+
+impl ChatRequest {
+    /// Its sampling settings, as a generation request takes them.
+    pub fn sampling(&self) -> Sampling {
+        Sampling {
+            max_tokens: self.max_tokens,
+            temperature: self.temperature,
+            top_p: self.top_p,
+            top_k: self.top_k,
+            stop: self.stop.clone(),
+            seed: self.seed,
+        }
+    }
+}
+
+/// What a request asks of sampling, after its checks: both endpoints' settings, each `None`
+/// where the server's default applies.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Sampling {
+    /// The completion budget.
+    pub max_tokens: Option<u32>,
+    /// Temperature.
+    pub temperature: Option<f32>,
+    /// Nucleus mass.
+    pub top_p: Option<f32>,
+    /// Top-k.
+    pub top_k: Option<u32>,
+    /// Stop strings.
+    pub stop: Vec<String>,
+    /// Seed.
+    pub seed: Option<u64>,
 }
 
 /// Parameters OpenAI defines that are accepted and ignored (they change nothing a client can
@@ -122,43 +157,13 @@ fn turn_type(v: &str, param: &str) -> Result<TurnType, ApiError> {
 /// Parses and validates a request body with its headers. The non-standard keys
 /// (`session_id`, `turn_type`, `session_done`) are taken out here and never reach generation.
 pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> {
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::invalid(format!("The request body is not valid JSON: {e}"), None))?;
-    if !v.is_object() {
-        return Err(ApiError::invalid(
-            "The request body must be a JSON object.",
-            None,
-        ));
-    }
-    // Every field takes any JSON, so an object always reads.
-    let sent: wire::Request =
-        serde_json::from_value(v).map_err(|e| ApiError::invalid(e.to_string(), None))?;
-    refuse_unknown(&sent.other)?;
+    let sent: wire::Request = read_object(body)?;
+    refuse_unknown(&sent.other, |k| IGNORED.contains(&k))?;
     let messages = messages::read(sent.messages)?;
-    if let Some(n) = uint(sent.n, "n")? {
-        if n != 1 {
-            return Err(ApiError::invalid("Only n = 1 is supported.", Some("n")));
-        }
-    }
-    let temperature = number(sent.temperature, "temperature")?.map(|t| t as f32);
-    if let Some(t) = temperature {
-        if !(0.0..=2.0).contains(&t) {
-            return Err(ApiError::invalid(
-                format!("`temperature` must be between 0 and 2, got {t}."),
-                Some("temperature"),
-            ));
-        }
-    }
+    only_one(sent.n)?;
+    let temperature = temperature(sent.temperature)?;
     let top_k = top_k(sent.top_k)?;
-    let top_p = number(sent.top_p, "top_p")?.map(|t| t as f32);
-    if let Some(p) = top_p {
-        if !(p > 0.0 && p <= 1.0) {
-            return Err(ApiError::invalid(
-                format!("`top_p` must be in (0, 1], got {p}."),
-                Some("top_p"),
-            ));
-        }
-    }
+    let top_p = top_p(sent.top_p)?;
     // Both names are checked, the newer one wins.
     let completion = uint(sent.max_completion_tokens, "max_completion_tokens")?;
     let max_tokens = match (completion, uint(sent.max_tokens, "max_tokens")?) {
@@ -172,26 +177,8 @@ pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> 
         ));
     }
     let stop = stop(sent.stop)?;
-    let stream = match sent.stream {
-        None => false,
-        Some(Sent::Typed(stream)) => stream,
-        Some(Sent::Other(_)) => {
-            return Err(ApiError::invalid(
-                "`stream` must be a boolean.",
-                Some("stream"),
-            ))
-        }
-    };
-    let include_usage = match sent.stream_options {
-        None => false,
-        Some(Sent::Typed(options)) => options.include_usage,
-        Some(Sent::Other(_)) => {
-            return Err(ApiError::invalid(
-                "`stream_options` must be an object.",
-                Some("stream_options"),
-            ))
-        }
-    };
+    let stream = stream(sent.stream)?;
+    let include_usage = include_usage(sent.stream_options)?;
     let offered = tools::offered(sent.tools)?;
     let allowed = tools::allowed_by_choice(sent.tool_choice, &offered.names)?;
     let tools = (allowed && !offered.tools.is_empty()).then_some(Value::Array(offered.tools));
@@ -239,16 +226,7 @@ pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> 
             ));
         }
     }
-    let model = match sent.model {
-        None => None,
-        Some(Sent::Typed(model)) => Some(model),
-        Some(Sent::Other(_)) => {
-            return Err(ApiError::invalid(
-                "`model` must be a string.",
-                Some("model"),
-            ))
-        }
-    };
+    let model = model(sent.model)?;
     let hints = hints(
         headers,
         sent.session_id,
@@ -274,10 +252,27 @@ pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> 
     })
 }
 
+/// A body read into its wire type: JSON, and an object. Every field of a wire type takes any
+/// JSON, so an object always reads.
+fn read_object<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid(format!("The request body is not valid JSON: {e}"), None))?;
+    if !v.is_object() {
+        return Err(ApiError::invalid(
+            "The request body must be a JSON object.",
+            None,
+        ));
+    }
+    serde_json::from_value(v).map_err(|e| ApiError::invalid(e.to_string(), None))
+}
+
 /// Refuses the first key not known here, in the body's order: a parameter this server does
-/// not implement unless at its neutral value, or one OpenAI does not define. A key whose
-/// value is `null` is as if it were left out.
-fn refuse_unknown(other: &Map<String, Value>) -> Result<(), ApiError> {
+/// not implement unless at its neutral value, or one OpenAI does not define and `ignored`
+/// does not name. A key whose value is `null` is as if it were left out.
+fn refuse_unknown(
+    other: &Map<String, Value>,
+    ignored: impl Fn(&str) -> bool,
+) -> Result<(), ApiError> {
     for (k, v) in other {
         if v.is_null() {
             continue;
@@ -291,7 +286,7 @@ fn refuse_unknown(other: &Map<String, Value>) -> Result<(), ApiError> {
             }
             continue;
         }
-        if !IGNORED.contains(&k.as_str()) {
+        if !ignored(k.as_str()) {
             return Err(ApiError::invalid(
                 format!("Unrecognized request argument supplied: {k}"),
                 Some(k),
@@ -299,6 +294,78 @@ fn refuse_unknown(other: &Map<String, Value>) -> Result<(), ApiError> {
         }
     }
     Ok(())
+}
+
+/// `n`: one completion per request.
+fn only_one(sent: Option<Sent<u64>>) -> Result<(), ApiError> {
+    match uint(sent, "n")? {
+        Some(n) if n != 1 => Err(ApiError::invalid("Only n = 1 is supported.", Some("n"))),
+        _ => Ok(()),
+    }
+}
+
+/// `temperature`, between 0 and 2.
+fn temperature(sent: Option<Sent<f64>>) -> Result<Option<f32>, ApiError> {
+    let temperature = number(sent, "temperature")?.map(|t| t as f32);
+    if let Some(t) = temperature {
+        if !(0.0..=2.0).contains(&t) {
+            return Err(ApiError::invalid(
+                format!("`temperature` must be between 0 and 2, got {t}."),
+                Some("temperature"),
+            ));
+        }
+    }
+    Ok(temperature)
+}
+
+/// `top_p`, in (0, 1].
+fn top_p(sent: Option<Sent<f64>>) -> Result<Option<f32>, ApiError> {
+    let top_p = number(sent, "top_p")?.map(|t| t as f32);
+    if let Some(p) = top_p {
+        if !(p > 0.0 && p <= 1.0) {
+            return Err(ApiError::invalid(
+                format!("`top_p` must be in (0, 1], got {p}."),
+                Some("top_p"),
+            ));
+        }
+    }
+    Ok(top_p)
+}
+
+/// `stream`, a boolean.
+fn stream(sent: Option<Sent<bool>>) -> Result<bool, ApiError> {
+    match sent {
+        None => Ok(false),
+        Some(Sent::Typed(stream)) => Ok(stream),
+        Some(Sent::Other(_)) => Err(ApiError::invalid(
+            "`stream` must be a boolean.",
+            Some("stream"),
+        )),
+    }
+}
+
+/// `stream_options.include_usage`.
+fn include_usage(sent: Option<Sent<StreamOptions>>) -> Result<bool, ApiError> {
+    match sent {
+        None => Ok(false),
+        Some(Sent::Typed(options)) => Ok(options.include_usage),
+        Some(Sent::Other(_)) => Err(ApiError::invalid(
+            "`stream_options` must be an object.",
+            Some("stream_options"),
+        )),
+    }
+}
+
+/// `model`, a string.
+fn model(sent: Option<Sent<String>>) -> Result<Option<String>, ApiError> {
+    match sent {
+        None => Ok(None),
+        Some(Sent::Typed(model)) => Ok(Some(model)),
+        Some(Sent::Other(_)) => Err(ApiError::invalid(
+            "`model` must be a string.",
+            Some("model"),
+        )),
+    }
 }
 
 /// A number, refused by name when it is anything else.

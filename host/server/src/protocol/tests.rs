@@ -637,3 +637,88 @@ fn content_reads_as_the_buffer_reads_it() {
         }
     }
 }
+
+/// A legacy completions body, parsed.
+fn completion(body: Value) -> Result<CompletionRequest, ApiError> {
+    parse_completion(body.to_string().as_bytes())
+}
+
+#[test]
+fn a_completion_prompt_is_text_or_token_ids_as_vllm_takes_it() {
+    let text = completion(json!({"prompt": "The owl", "max_tokens": 5, "stream": true})).unwrap();
+    assert_eq!(text.prompt, CompletionPrompt::Text("The owl".into()));
+    assert_eq!(text.sampling.max_tokens, Some(5));
+    assert!(text.stream);
+    let ids = completion(json!({"prompt": [1, 2, 3], "top_k": -1, "seed": 7})).unwrap();
+    assert_eq!(ids.prompt, CompletionPrompt::Ids(vec![1, 2, 3]));
+    assert_eq!((ids.sampling.top_k, ids.sampling.seed), (None, Some(7)));
+    // A list of one prompt is that prompt.
+    let one = completion(json!({"prompt": ["The owl"]})).unwrap();
+    assert_eq!(one.prompt, CompletionPrompt::Text("The owl".into()));
+    let one = completion(json!({"prompt": [[4, 5]]})).unwrap();
+    assert_eq!(one.prompt, CompletionPrompt::Ids(vec![4, 5]));
+    // Neutral values of what is not served are accepted.
+    for (k, neutral) in [
+        ("echo", json!(false)),
+        ("best_of", json!(1)),
+        ("suffix", json!("")),
+        ("logprobs", json!(null)),
+        ("presence_penalty", json!(0)),
+        ("n", json!(1)),
+    ] {
+        let mut body = json!({"prompt": "x"});
+        body[k] = neutral;
+        assert!(completion(body).is_ok(), "{k}");
+    }
+}
+
+#[test]
+fn a_bad_completion_prompt_or_what_is_not_served_is_refused_by_name() {
+    let refused = |body: Value| completion(body).unwrap_err();
+    for (body, message) in [
+        (json!({}), "Missing required parameter: 'prompt'."),
+        (json!({"prompt": null}), "`prompt` must be a string"),
+        (json!({"prompt": []}), "`prompt` must not be empty."),
+        (json!({"prompt": ["a", "b"]}), "a list of 2 prompts"),
+        (json!({"prompt": [[1], [2]]}), "a list of 2 prompts"),
+        (json!({"prompt": [1, -2]}), "`prompt[1]` must be a token id"),
+        (
+            json!({"prompt": [1, 2.5]}),
+            "`prompt[1]` must be a token id",
+        ),
+        (
+            json!({"prompt": [1, 4294967296u64]}),
+            "`prompt[1]` must be a token id",
+        ),
+        (
+            json!({"prompt": [[1, "a"]]}),
+            "`prompt[0][1]` must be a token id",
+        ),
+        (json!({"prompt": [{"text": "a"}]}), "`prompt[0]` must be"),
+    ] {
+        let e = refused(body.clone());
+        assert_eq!(e.param.as_deref(), Some("prompt"), "{body}");
+        assert!(e.message.contains(message), "{body}: {}", e.message);
+    }
+    for (k, value) in [
+        ("echo", json!(true)),
+        ("best_of", json!(3)),
+        ("suffix", json!("}")),
+        ("logprobs", json!(0)),
+        ("n", json!(2)),
+        ("frequency_penalty", json!(0.5)),
+        ("messages", json!([])),
+        ("session_id", json!("s")),
+    ] {
+        let mut body = json!({"prompt": "x"});
+        body[k] = value;
+        let e = refused(body);
+        assert_eq!(e.param.as_deref(), Some(k), "{}", e.message);
+    }
+    let e = refused(json!({"prompt": "x", "echo": true}));
+    assert!(e.message.contains("completion only"), "{}", e.message);
+    let e = refused(json!({"prompt": "x", "max_tokens": 0}));
+    assert_eq!(e.param.as_deref(), Some("max_tokens"));
+    let e = refused(json!({"prompt": "x", "temperature": 3}));
+    assert_eq!(e.param.as_deref(), Some("temperature"));
+}

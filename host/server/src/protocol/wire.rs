@@ -109,6 +109,41 @@ pub(super) struct Request {
     pub(super) other: Map<String, Value>,
 }
 
+/// A legacy completions request as sent (`/v1/completions`). As with [`Request`], the keys
+/// named here are the known ones and any other is kept in `other`.
+#[derive(Deserialize)]
+pub(super) struct CompletionRequest {
+    /// Text, token ids, or a list of either, kept as sent for the checks that name the bad
+    /// item. `null` is refused as not a prompt, where leaving it out is a missing parameter.
+    #[serde(default, deserialize_with = "present")]
+    pub(super) prompt: Option<Value>,
+    /// The model id asked for.
+    pub(super) model: Option<Sent<String>>,
+    /// Stream token by token.
+    pub(super) stream: Option<Sent<bool>>,
+    /// Stream options.
+    pub(super) stream_options: Option<Sent<StreamOptions>>,
+    /// The completion budget.
+    pub(super) max_tokens: Option<Sent<u64>>,
+    /// Sampling temperature.
+    pub(super) temperature: Option<Sent<f64>>,
+    /// Nucleus mass.
+    pub(super) top_p: Option<Sent<f64>>,
+    /// Top-k; -1 or 0 turns it off.
+    pub(super) top_k: Option<Sent<i64>>,
+    /// Stop strings.
+    pub(super) stop: Option<Sent<Stop>>,
+    /// Sampling seed.
+    pub(super) seed: Option<Sent<u64>>,
+    /// How many completions.
+    pub(super) n: Option<Sent<u64>>,
+    /// The end user, by any name.
+    pub(super) user: Option<Sent<String>>,
+    /// Every other key, in the body's order.
+    #[serde(flatten)]
+    pub(super) other: Map<String, Value>,
+}
+
 /// `stop`: one string or several.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(untagged)]

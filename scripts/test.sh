@@ -76,10 +76,11 @@ echo "== real OpenAI clients for the server tests (npm and PyPI)"
 if [[ ! -d tests/clients/node_modules/openai ]]; then
     retry npm install --prefix tests/clients --no-audit --no-fund --loglevel=error
 fi
-# TensorBoard reads back the event files `--tensorboard-dir` writes (tests/dashboard.rs).
-if ! target/py-clients/bin/python -c 'import openai, tensorboard' 2>/dev/null; then
+# TensorBoard reads back the event files `--tensorboard-dir` writes (tests/dashboard.rs);
+# LangChain asks for structured outputs (tests/serve_clients.rs).
+if ! target/py-clients/bin/python -c 'import openai, tensorboard, langchain_openai' 2>/dev/null; then
     python3 -m venv target/py-clients
-    retry target/py-clients/bin/pip install --quiet --disable-pip-version-check openai==3.57.0 \
+    retry target/py-clients/bin/pip install --quiet --disable-pip-version-check openai==3.57.0 langchain-openai==1.8.1 \
         tensorboard==2.21.0
 fi
 

@@ -48,6 +48,10 @@ pub fn trajectories(records: &[Envelope]) -> Vec<TrajectoryRecord> {
                     response_ids: Some(turn.response_ids.to_vec()),
                     response_logprobs: Some(turn.response_logprobs.to_vec()),
                     weight_version: Some(turn.weight_version),
+                    constraint: match &env.record {
+                        Record::Turn { constraint, .. } => constraint.clone(),
+                        _ => None,
+                    },
                 });
             }
             Joined::NextState { turn, next_state } => {
@@ -123,6 +127,7 @@ pub fn episode_turns(e: &EpisodeEntry) -> Vec<TurnRecord> {
             response_ids: step.map(|g| g.response_ids.to_vec()),
             response_logprobs: step.map(|g| g.logprobs.to_vec()),
             weight_version: step.map(|g| g.weight_version),
+            constraint: None,
         });
     }
     turns
@@ -196,10 +201,12 @@ mod tests {
         let (log, _) = Log::open(dir.path(), LogOptions::default()).unwrap();
         log.append(&Record::Turn {
             turn: Box::new(turn("s1", 0, TurnType::Main)),
+            constraint: None,
         })
         .unwrap();
         log.append(&Record::Turn {
             turn: Box::new(turn("s2", 0, TurnType::Side)),
+            constraint: None,
         })
         .unwrap();
         log.append(&Record::NextState {
@@ -226,6 +233,7 @@ mod tests {
         .unwrap();
         log.append(&Record::Turn {
             turn: Box::new(turn("s1", 1, TurnType::Main)),
+            constraint: None,
         })
         .unwrap();
         let replay = Log::read_all(dir.path()).unwrap();

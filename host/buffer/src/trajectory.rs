@@ -67,6 +67,10 @@ pub struct TurnRecord {
     /// The weight version that sampled the response.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight_version: Option<u64>,
+    /// The grammar the response was decoded under (`json_object`, `json_schema`,
+    /// `tool_call`), when one was: its logprobs are the masked distribution's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub constraint: Option<String>,
 }
 
 fn yes() -> bool {

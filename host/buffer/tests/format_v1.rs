@@ -159,9 +159,11 @@ fn every_kind() -> Vec<Envelope> {
     let records = vec![
         Record::Turn {
             turn: Box::new(turn(true, r#"[{"type":"function"}]"#, TurnType::Main)),
+            constraint: None,
         },
         Record::Turn {
             turn: Box::new(turn(false, "", TurnType::Side)),
+            constraint: None,
         },
         Record::NextState {
             session_id: "s1".into(),
@@ -259,7 +261,7 @@ fn format_1_bytes_decode_to_the_records_they_were_written_from() {
 fn fields_format_1_lets_writers_leave_out_read_as_absent() {
     // Older writers left out optional parts of a message, a turn and a sample.
     let line = r#"{"seq":9,"at_ms":1,"record":{"kind":"turn","turn":{"session_id":"s","turn_index":0,"turn_type":"side","prompt_messages":[{"role":"user","content":"hi"}],"response":{"role":"assistant","content":"yo"},"prompt_ids":[1],"response_ids":[2],"response_logprobs":[-1.0],"weight_version":0,"trainable":false}}}"#;
-    let Record::Turn { turn } = disk::decode(line.as_bytes()).unwrap().record else {
+    let Record::Turn { turn, .. } = disk::decode(line.as_bytes()).unwrap().record else {
         panic!("not a turn")
     };
     assert_eq!(turn.prompt_messages[0].reasoning_content, ROption::RNone);

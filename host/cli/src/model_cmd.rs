@@ -111,6 +111,7 @@ impl SampleArgs {
             stop_token_ids: stops,
             stop_strings: Vec::new(),
             top_logprobs: 0,
+            constraint: None,
             seed,
         }
     }

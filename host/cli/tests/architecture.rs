@@ -18,7 +18,12 @@ const FLOORS: [&[&str]; 7] = [
         "openclaw-sim",
         "openclaw-metrics",
     ],
-    &["openclaw-model-store", "openclaw-buffer", "openclaw-config"],
+    &[
+        "openclaw-model-store",
+        "openclaw-buffer",
+        "openclaw-config",
+        "openclaw-grammar",
+    ],
     &[
         "openclaw-trainer",
         "openclaw-plugins",
@@ -32,8 +37,9 @@ const FLOORS: [&[&str]; 7] = [
 ];
 
 /// What answers requests, records them and loads models: none of it may reach the trainer.
-const SERVING: [&str; 12] = [
+const SERVING: [&str; 13] = [
     "openclaw-server",
+    "openclaw-grammar",
     "openclaw-policy",
     "openclaw-collect",
     "openclaw-buffer",

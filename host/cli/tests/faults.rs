@@ -958,7 +958,7 @@ mod slow {
         let mut sample_seqs = BTreeSet::new();
         for e in &replay.records {
             match &e.record {
-                Record::Turn { turn } => {
+                Record::Turn { turn, .. } => {
                     recorded.insert((
                         turn.session_id.to_string(),
                         turn.response.content.to_string(),
@@ -1045,7 +1045,7 @@ mod slow {
         let mut sampled = HashSet::new();
         for e in &replay.records {
             match &e.record {
-                Record::Turn { turn } => {
+                Record::Turn { turn, .. } => {
                     let key = (turn.session_id.to_string(), turn.turn_index);
                     assert!(keys.insert(key.clone()), "{key:?} recorded twice");
                     turns.insert(e.seq, key);

@@ -875,3 +875,96 @@ fn every_request_gets_one_log_line_without_its_content_or_key() {
     assert_eq!(text.matches("without an API key").count(), 1, "{text}");
     assert!(text.contains("--api-key (OPENCLAW_API_KEY)"), "{text}");
 }
+
+#[test]
+fn langchain_and_the_npm_client_get_replies_their_schemas_parse_and_turns_say_so() {
+    let clients = workspace().join("tests/clients");
+    assert!(
+        clients.join("node_modules/openai").is_dir(),
+        "the npm client is not installed: run `npm install --prefix tests/clients` (as .ci/run does)"
+    );
+    let python = common::python();
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let buffer = tmp.path().join("rl_buffer");
+    let server = start(&model, &buffer, &[]);
+
+    // LangChain: `with_structured_output(Forecast)` by a JSON schema and by a forced tool call,
+    // each parsed by pydantic into the model class (a random model: only the grammar makes the
+    // reply valid).
+    let lc = run_client(
+        Command::new(&python).arg(clients.join("structured.py")),
+        &server,
+    );
+    for method in ["json_schema", "function_calling"] {
+        let r = &lc[method];
+        assert!(r["error"].is_null(), "{method}: {r}");
+        let f = &r["parsed"];
+        assert!(["celsius", "fahrenheit"].contains(&f["unit"].as_str().unwrap()), "{r}");
+        assert!((1..=7).contains(&f["days"].as_i64().unwrap()), "{r}");
+        assert!(f["rain"].is_boolean(), "{r}");
+    }
+    assert_eq!(lc["function_calling"]["tool_calls"], 1, "{lc}");
+    assert_eq!(lc["json_schema"]["tool_calls"], 0, "{lc}");
+
+    // npm: `response_format: json_schema`, whole and streamed, and `tool_choice: "required"`.
+    let js = run_client(
+        Command::new("node").arg(clients.join("structured.mjs")),
+        &server,
+    );
+    for how in ["whole", "stream"] {
+        let text = js[how]["content"].as_str().unwrap();
+        let v: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{how}: {text}: {e}"));
+        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["answer", "confident", "color"], "{text}");
+        assert!((0..=99).contains(&v["answer"].as_i64().unwrap()), "{text}");
+        assert!(v["confident"].is_boolean(), "{text}");
+        assert!(["red", "green", "blue"].contains(&v["color"].as_str().unwrap()));
+    }
+    assert_eq!(js["whole"]["finish_reason"], "stop", "{js}");
+    assert!(js["stream"]["chunks"].as_u64().unwrap() >= 3, "{js}");
+    let calls = js["required"]["tool_calls"].as_array().unwrap();
+    assert!(!calls.is_empty(), "{js}");
+    assert_eq!(js["required"]["finish_reason"], "tool_calls", "{js}");
+    for c in calls {
+        assert_eq!(c["name"], "count", "{js}");
+        let args: Value = serde_json::from_str(c["arguments"].as_str().unwrap()).unwrap();
+        assert!(["apples", "owls"].contains(&args["what"].as_str().unwrap()), "{js}");
+        assert!((1..=9).contains(&args["n"].as_i64().unwrap()), "{js}");
+    }
+
+    // A schema the grammar engine cannot follow is a 400 naming `response_format`.
+    let bad = ureq::post(&format!("{}/v1/chat/completions", server.url))
+        .config()
+        .http_status_as_error(false)
+        .build()
+        .send_json(serde_json::json!({
+            "messages": [{"role": "user", "content": "x"}],
+            "response_format": {"type": "json_schema", "json_schema": {"name": "x",
+                "schema": {"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}}}},
+        }))
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    let body: Value = bad.into_body().read_json().unwrap();
+    assert_eq!(body["error"]["param"], "response_format", "{body}");
+
+    // Every constrained turn is recorded, marked with its grammar and not trainable.
+    drop(server);
+    let turns: Vec<Value> = export(&buffer)
+        .iter()
+        .flat_map(|s| s["turns"].as_array().unwrap().clone())
+        .collect();
+    let kinds: Vec<&str> = turns
+        .iter()
+        .map(|t| t["constraint"].as_str().unwrap_or("none"))
+        .collect();
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "json_schema").count(),
+        3,
+        "{kinds:?}"
+    );
+    assert_eq!(kinds.iter().filter(|k| **k == "tool_call").count(), 2, "{kinds:?}");
+    for t in &turns {
+        assert_eq!(t["trainable"], t["constraint"].is_null(), "{t}");
+    }
+}

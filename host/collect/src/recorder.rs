@@ -84,10 +84,12 @@ impl Recorder {
         }
     }
 
-    /// Records a served turn.
-    pub fn turn(&self, turn: Turn) -> Result<u64> {
+    /// Records a served turn; `constraint` names the grammar its reply was decoded under, if
+    /// any.
+    pub fn turn(&self, turn: Turn, constraint: Option<&str>) -> Result<u64> {
         let seq = self.log.append(&Record::Turn {
             turn: Box::new(turn.clone()),
+            constraint: constraint.map(str::to_owned),
         })?;
         if turn.turn_type == TurnType::Main {
             if let Ok(mut a) = self.awaiting.lock() {
@@ -163,13 +165,13 @@ mod tests {
             content: "ok".into(),
             messages: vec![].into(),
         };
-        rec.turn(openclaw_buffer::testing::test_turn("s", 0))
+        rec.turn(openclaw_buffer::testing::test_turn("s", 0), None)
             .unwrap();
         let second = rec
-            .turn(openclaw_buffer::testing::test_turn("s", 1))
+            .turn(openclaw_buffer::testing::test_turn("s", 1), None)
             .unwrap();
         rec.next_state("s", 1, ns()).unwrap();
-        rec.turn(openclaw_buffer::testing::test_turn("t", 0))
+        rec.turn(openclaw_buffer::testing::test_turn("t", 0), None)
             .unwrap();
         rec.closed("t", "done", Some(0)).unwrap();
         rec.next_state("t", 0, ns()).unwrap();

@@ -38,6 +38,9 @@ pub struct Answer<'a> {
     pub response_logprobs: &'a [f32],
     /// The weight version that sampled them.
     pub weight_version: u64,
+    /// The grammar the reply was decoded under (structured outputs), by kind: the logprobs
+    /// are then the masked distribution's, and the turn is not trained on.
+    pub constraint: Option<&'static str>,
 }
 
 /// Session tracking and the recorder, as the server uses them for each request.
@@ -108,11 +111,13 @@ impl TurnDesk {
             response_logprobs: answer.response_logprobs.to_vec().into(),
             weight_version: answer.weight_version,
             next_state: None.into(),
-            trainable: assignment.turn_type == TurnType::Main,
+            // A grammar's masks are not part of the policy: its logprobs are not the policy's,
+            // so the turn is kept (and its successor's next state) but not trained on.
+            trainable: assignment.turn_type == TurnType::Main && answer.constraint.is_none(),
         };
         let recorded = self
             .recorder
-            .turn(turn)
+            .turn(turn, answer.constraint)
             .map(|_| ())
             .map_err(|e| TurnError::Unrecorded(format!("cannot record the turn: {e:#}")));
         // The session is closed in memory either way; its end is recorded even if the turn

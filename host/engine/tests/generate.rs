@@ -7,6 +7,7 @@ use std::sync::Arc;
 use burn::prelude::*;
 use common::*;
 use openclaw_engine::score::ScoreOptions;
+use openclaw_engine::generate::{Allowed, Constraint, ConstraintFactory};
 use openclaw_engine::{
     generate, score, DecodeBatch, Detokenizer, FinishReason, GenerateRequest, Generation,
     Published, SamplingParams, ScoreRequest, StopMatch,
@@ -638,5 +639,105 @@ fn long_generations_outgrow_their_reserved_cache_and_keep_recomputed_logprobs() 
         for (x, y) in a.logprobs.iter().zip(&b.logprobs) {
             assert!((x - y).abs() <= 1e-4, "{x} vs {y}");
         }
+    }
+}
+
+/// A grammar of token ids: `0 1 2 .. n-1` then one of `ends`, then nothing more.
+#[derive(Debug)]
+struct Counting {
+    n: u32,
+    at: u32,
+    ends: Vec<u32>,
+}
+
+impl Constraint for Counting {
+    fn allowed(&mut self) -> anyhow::Result<Allowed> {
+        Ok(if self.at < self.n {
+            Allowed::Only(vec![self.at])
+        } else if self.at == self.n {
+            Allowed::Only(self.ends.clone())
+        } else {
+            Allowed::Only(Vec::new())
+        })
+    }
+    fn accept(&mut self, token: u32) -> anyhow::Result<()> {
+        anyhow::ensure!(self.at < self.n || self.ends.contains(&token), "not allowed: {token}");
+        self.at += 1;
+        Ok(())
+    }
+}
+
+#[derive(Debug)]
+struct CountingFactory(u32, Vec<u32>);
+
+impl ConstraintFactory for CountingFactory {
+    fn start(&self) -> anyhow::Result<Box<dyn Constraint>> {
+        Ok(Box::new(Counting {
+            n: self.0,
+            at: 0,
+            ends: self.1.clone(),
+        }))
+    }
+}
+
+#[test]
+fn a_grammar_decides_every_token_and_its_logprob_is_the_masked_ones() {
+    let w = tiny_weights(11);
+    let stop = 9u32;
+    let constrained = GenerateRequest {
+        stop_token_ids: vec![stop],
+        constraint: Some(Arc::new(CountingFactory(5, vec![stop]))),
+        ..request(prompts()[0].clone(), 20, sampled(), 3)
+    };
+    let free = GenerateRequest {
+        stop_token_ids: vec![stop],
+        ..request(prompts()[1].clone(), 20, sampled(), 3)
+    };
+    // Batched with an unconstrained sequence, which the grammar does not touch.
+    let gens = generate(w.clone(), vec![constrained.clone(), free.clone()], None).unwrap();
+    assert_eq!(gens[0].token_ids, [0, 1, 2, 3, 4, stop]);
+    assert_eq!(gens[0].finish_reason, FinishReason::Stop);
+    assert_eq!(gens[0].stop, Some(StopMatch::Token(stop)));
+    // One allowed token each step: probability 1 under the distribution sampled from.
+    assert!(gens[0].logprobs.iter().all(|&lp| lp == 0.0), "{:?}", gens[0].logprobs);
+    let alone = generate(w.clone(), vec![free], None).unwrap();
+    assert_eq!(gens[1].token_ids, alone[0].token_ids);
+
+    // Two choices at the end: sampled among them alone, with their renormalised logprob.
+    let two = GenerateRequest {
+        stop_token_ids: vec![7, 8],
+        constraint: Some(Arc::new(CountingFactory(2, vec![7, 8]))),
+        ..request(prompts()[2].clone(), 20, SamplingParams::default(), 5)
+    };
+    let g = generate(w.clone(), vec![two], None).unwrap().remove(0);
+    assert_eq!(g.token_ids.len(), 3);
+    assert!([7, 8].contains(&g.token_ids[2]));
+    let full = score(
+        &w.model,
+        &[ScoreRequest::new(g.prompt_ids.clone(), g.token_ids.clone())],
+        &ScoreOptions::default(),
+    )
+    .unwrap()
+    .remove(0);
+    // The recorded logprob is above the unconstrained one: the other tokens' mass is gone.
+    assert!(g.logprobs[2] > full.logprobs[2], "{} vs {}", g.logprobs[2], full.logprobs[2]);
+    assert!(g.logprobs[2] <= 0.0);
+}
+
+#[test]
+fn a_grammar_that_cannot_go_on_ends_the_sequence_and_says_why() {
+    // The grammar ends with token 3, which is no stop token of the request: the sequence goes
+    // on past the grammar's end, where nothing is allowed.
+    let w = tiny_weights(12);
+    let req = GenerateRequest {
+        constraint: Some(Arc::new(CountingFactory(2, vec![3]))),
+        ..request(prompts()[0].clone(), 20, sampled(), 3)
+    };
+    let g = generate(w, vec![req], None).unwrap().remove(0);
+    assert_eq!(g.token_ids, [0, 1, 3]);
+    assert_eq!(g.finish_reason, FinishReason::Stop);
+    match g.stop {
+        Some(StopMatch::Grammar(e)) => assert!(e.contains("no token"), "{e}"),
+        other => panic!("{other:?}"),
     }
 }

@@ -328,6 +328,7 @@ pub fn evaluate_model<B: Backend>(
                     stop_token_ids: stops.clone(),
                     stop_strings: Vec::new(),
                     top_logprobs: 0,
+                    constraint: None,
                     seed: sample_seed(opts.seed, cond_id, *index, k),
                 });
                 coords.push((ci, ti));

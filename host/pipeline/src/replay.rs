@@ -238,6 +238,7 @@ mod tests {
                 1,
                 Record::Turn {
                     turn: Box::new(turn("a", 0)),
+                    constraint: None,
                 },
             ),
             env(2, judged("a")),
@@ -247,6 +248,7 @@ mod tests {
                 4,
                 Record::Turn {
                     turn: Box::new(turn("b", 0)),
+                    constraint: None,
                 },
             ),
             env(5, judged("b")),
@@ -256,6 +258,7 @@ mod tests {
                 7,
                 Record::Turn {
                     turn: Box::new(turn("c", 0)),
+                    constraint: None,
                 },
             ),
             env(8, judged("c")),
@@ -264,6 +267,7 @@ mod tests {
                 9,
                 Record::Turn {
                     turn: Box::new(turn("d", 0)),
+                    constraint: None,
                 },
             ),
             env(
@@ -280,6 +284,7 @@ mod tests {
                 11,
                 Record::Turn {
                     turn: Box::new(turn("e", 0)),
+                    constraint: None,
                 },
             ),
         ];
@@ -312,6 +317,7 @@ mod tests {
                 seq,
                 Record::Turn {
                     turn: Box::new(turn("s", 0)),
+                    constraint: None,
                 },
             )
         };

@@ -125,7 +125,7 @@ where
                 .context("session_id_pattern")?,
         });
         tracker.resume(replay.records.iter().filter_map(|e| match &e.record {
-            Record::Turn { turn } => Some((turn.session_id.to_string(), turn.turn_index)),
+            Record::Turn { turn, .. } => Some((turn.session_id.to_string(), turn.turn_index)),
             _ => None,
         }));
         let sessions = Arc::new(Mutex::new(tracker));

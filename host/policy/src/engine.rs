@@ -12,6 +12,7 @@ use openclaw_engine::{
     score, Detokenizer, GenerateRequest, Model, ModelConfig, Published, SamplingParams,
     ScoreOptions, ScoreRequest,
 };
+use openclaw_grammar::Grammars;
 use openclaw_metrics::Metrics;
 use openclaw_plugin_api::host::{Generation as AbiGeneration, PolicyService, TokenScores};
 use openclaw_plugin_api::{Message, ScoreTokens, TopKEntries};
@@ -68,6 +69,7 @@ pub struct PolicyEngine<B: Backend> {
     pub scheduler: Scheduler,
     detok: Arc<TokenizerDetok>,
     max_token_bytes: std::sync::OnceLock<usize>,
+    grammars: std::sync::OnceLock<Result<Arc<Grammars>, String>>,
 }
 
 impl<B: Backend> PolicyEngine<B>
@@ -93,6 +95,7 @@ where
             scheduler,
             detok,
             max_token_bytes: std::sync::OnceLock::new(),
+            grammars: std::sync::OnceLock::new(),
         }
     }
 
@@ -120,6 +123,18 @@ where
                 .unwrap_or(1)
                 .max(1)
         })
+    }
+
+    /// The grammar engine for structured outputs over this model's tokens (built on first use:
+    /// reading every token's bytes takes a moment); an error says why this model has none.
+    pub fn grammars(&self) -> Result<Arc<Grammars>, String> {
+        self.grammars
+            .get_or_init(|| {
+                Grammars::new(&self.tokenizer, self.config.vocab_size, &self.stop_ids)
+                    .map(Arc::new)
+                    .map_err(|e| format!("{e:#}"))
+            })
+            .clone()
     }
 
     /// Renders OpenAI messages (and tools) with the chat template and tokenizes the result.
@@ -151,6 +166,7 @@ where
             stop_strings: stop,
             seed,
             top_logprobs: 0,
+            constraint: None,
         }
     }
 

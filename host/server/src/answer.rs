@@ -152,6 +152,7 @@ where
             response_ids: &g.token_ids,
             response_logprobs: &g.logprobs,
             weight_version: g.weight_version,
+            constraint: k.request.shape.as_ref().map(crate::protocol::Shape::kind),
         };
         self.app
             .turns

@@ -294,6 +294,39 @@ where
     ))
 }
 
+/// The constraint a reply of `shape` is decoded under, compiled off the async threads (the
+/// model's grammar tables are built on first use); a schema that cannot be followed is a 400
+/// naming the parameter that asked for it.
+async fn grammar<B: Backend>(
+    app: &Arc<App<B>>,
+    shape: protocol::Shape,
+) -> Result<Arc<dyn openclaw_engine::generate::ConstraintFactory>, ApiError>
+where
+    Model<B>: Send + Sync,
+{
+    let engine = app.engine.clone();
+    let param = match shape {
+        protocol::Shape::ToolCalls { .. } => "tool_choice",
+        _ => "response_format",
+    };
+    tokio::task::spawn_blocking(move || {
+        let grammars = engine.grammars().map_err(|e| {
+            ApiError::invalid(
+                format!("Structured outputs are not available for this model: {e}"),
+                Some(param),
+            )
+        })?;
+        grammars.compile(&shape).map_err(|e| {
+            ApiError::invalid(
+                format!("`{param}` cannot be followed: {e:#}"),
+                Some(param),
+            )
+        })
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("grammar compilation stopped: {e}")))?
+}
+
 /// Queues a request on the generation thread; a full queue is a 429.
 pub(crate) fn submit<B: Backend>(
     app: &App<B>,
@@ -372,6 +405,9 @@ where
     }
     let mut gen_request = generation_request(&app, prompt.ids.clone(), &request.sampling())?;
     gen_request.top_logprobs = request.logprobs.unwrap_or(0);
+    if let Some(shape) = request.shape.clone() {
+        gen_request.constraint = Some(grammar(&app, shape).await?);
+    }
 
     // The session and turn, and the previous turn's next state, recorded before generation.
     let assignment = app

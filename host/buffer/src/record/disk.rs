@@ -63,6 +63,10 @@ struct DiskEnvelope<'a> {
 enum DiskRecord<'a> {
     Turn {
         turn: Box<DiskTurn<'a>>,
+        /// Absent unless the turn was decoded under a grammar (written since format v1 first
+        /// shipped; older records read as unconstrained).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        constraint: Option<Cow<'a, str>>,
     },
     NextState {
         session_id: Cow<'a, str>,
@@ -548,8 +552,9 @@ impl From<DiskEpisode<'_>> for EpisodeEntry {
 impl<'a> From<&'a Record> for DiskRecord<'a> {
     fn from(r: &'a Record) -> Self {
         match r {
-            Record::Turn { turn } => DiskRecord::Turn {
+            Record::Turn { turn, constraint } => DiskRecord::Turn {
                 turn: Box::new((&**turn).into()),
+                constraint: constraint.as_deref().map(Cow::Borrowed),
             },
             Record::NextState {
                 session_id,
@@ -591,8 +596,9 @@ impl<'a> From<&'a Record> for DiskRecord<'a> {
 impl From<DiskRecord<'_>> for Record {
     fn from(r: DiskRecord<'_>) -> Self {
         match r {
-            DiskRecord::Turn { turn } => Record::Turn {
+            DiskRecord::Turn { turn, constraint } => Record::Turn {
                 turn: Box::new((*turn).into()),
+                constraint: constraint.map(Cow::into_owned),
             },
             DiskRecord::NextState {
                 session_id,

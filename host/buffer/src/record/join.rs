@@ -67,7 +67,7 @@ impl TurnRefs {
     /// every pass over the buffer (replay, export, judge agreement) goes through.
     pub fn join<'a>(&mut self, e: &'a Envelope) -> Joined<'a> {
         match &e.record {
-            Record::Turn { turn } => {
+            Record::Turn { turn, .. } => {
                 self.add(e.seq, turn);
                 Joined::Turn { seq: e.seq, turn }
             }

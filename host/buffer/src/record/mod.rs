@@ -18,6 +18,10 @@ pub enum Record {
     Turn {
         /// The turn.
         turn: Box<Turn>,
+        /// What the reply was decoded under when a grammar narrowed it (`json_object`,
+        /// `json_schema`, `tool_call`): its logprobs are those of the masked distribution, not
+        /// the policy's, and the turn is recorded as not trainable.
+        constraint: Option<String>,
     },
     /// What the next main request of a session added after a turn.
     NextState {

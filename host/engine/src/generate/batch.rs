@@ -15,7 +15,8 @@ use super::kv_cache::KvCache;
 use super::prefix_cache::{PrefixCache, PrefixHit};
 use super::sampling::Distribution;
 use super::{
-    ContextLengthExceeded, Detokenizer, FinishReason, GenerateRequest, Generation, StopMatch,
+    Allowed, Constraint, ContextLengthExceeded, Detokenizer, FinishReason, GenerateRequest,
+    Generation, StopMatch,
 };
 use crate::model::attention::AttnContext;
 use crate::model::attention::LayerCache;
@@ -52,6 +53,16 @@ struct Seq {
     finish: Option<(FinishReason, Option<StopMatch>)>,
     /// Tokens to decode when looking for stop strings (enough to span the longest one).
     stop_window: usize,
+    /// The request's grammar as it stands, and the tokens it allows next.
+    grammar: Option<(Box<dyn Constraint>, Allowed)>,
+}
+
+/// The tokens `c` allows next, an empty set being an error.
+fn next_allowed(c: &mut dyn Constraint) -> Result<Allowed> {
+    match c.allowed()? {
+        Allowed::Only(ids) if ids.is_empty() => bail!("the grammar allows no token here"),
+        a => Ok(a),
+    }
 }
 
 /// A group of sequences decoded together on one fixed set of weights.
@@ -132,10 +143,30 @@ impl<B: Backend> DecodeBatch<B> {
                 bail!("request {i}: stop strings need a detokenizer");
             }
         }
+        let mut grammars = Vec::with_capacity(requests.len());
+        for (i, r) in requests.iter().enumerate() {
+            grammars.push(match &r.constraint {
+                Some(f) => {
+                    let mut c = f
+                        .start()
+                        .map_err(|e| anyhow::anyhow!("request {i}: {e:#}"))?;
+                    let a = next_allowed(c.as_mut())
+                        .map_err(|e| anyhow::anyhow!("request {i}: {e:#}"))?;
+                    if let Allowed::Only(ids) = &a {
+                        if let Some(&t) = ids.iter().find(|&&t| t as usize >= cfg.vocab_size) {
+                            bail!("request {i}: the grammar allows token {t}, outside the vocabulary");
+                        }
+                    }
+                    Some((c, a))
+                }
+                None => None,
+            });
+        }
         let device = model.device();
         let seqs: Vec<Seq> = requests
             .into_iter()
-            .map(|req| {
+            .zip(grammars)
+            .map(|(req, grammar)| {
                 let longest = req.stop_strings.iter().map(|s| s.len()).max().unwrap_or(0);
                 let finish = (req.max_tokens == 0).then_some((FinishReason::Length, None));
                 Seq {
@@ -146,6 +177,7 @@ impl<B: Backend> DecodeBatch<B> {
                     finish,
                     // A token decodes to at least one byte except for rare empty pieces: leave margin.
                     stop_window: 2 * longest + 4,
+                    grammar,
                 }
             })
             .collect();
@@ -326,11 +358,26 @@ impl<B: Backend> DecodeBatch<B> {
         // Each row's distribution (a pass over the whole vocabulary) on the pool; the draws
         // after it stay in row order.
         let dists: Vec<Distribution> = {
-            let seqs = &self.seqs;
-            self.rows
-                .par_iter()
+            // (Each row's sampling settings and grammar mask, taken out first: a grammar's
+            // state need not be shared between threads.)
+            let rows: Vec<(&super::SamplingParams, Option<&[u32]>)> = self
+                .rows
+                .iter()
+                .map(|&i| {
+                    let s = &self.seqs[i];
+                    let mask = match &s.grammar {
+                        Some((_, Allowed::Only(ids))) => Some(ids.as_slice()),
+                        _ => None,
+                    };
+                    (&s.req.sampling, mask)
+                })
+                .collect();
+            rows.par_iter()
                 .zip(&self.logits)
-                .map(|(&i, logits)| Distribution::new(logits, &seqs[i].req.sampling))
+                .map(|(&(sampling, mask), logits)| match mask {
+                    Some(ids) => Distribution::masked(logits, sampling, ids),
+                    None => Distribution::new(logits, sampling),
+                })
                 .collect()
         };
         for ((r, &i), dist) in self.rows.iter().enumerate().zip(dists) {
@@ -349,6 +396,17 @@ impl<B: Backend> DecodeBatch<B> {
                     || seq.req.prompt.len() + seq.tokens.len() >= max_pos;
                 full.then_some((FinishReason::Length, None))
             });
+            if let (Some((c, allowed)), None) = (&mut seq.grammar, &seq.finish) {
+                // The next step's tokens are found now, so a grammar that cannot go on ends
+                // the sequence with the token that led it there.
+                match c.accept(token).and_then(|()| next_allowed(c.as_mut())) {
+                    Ok(a) => *allowed = a,
+                    Err(e) => {
+                        seq.finish =
+                            Some((FinishReason::Stop, Some(StopMatch::Grammar(format!("{e:#}")))))
+                    }
+                }
+            }
             events.push(TokenEvent {
                 index: i,
                 token,

@@ -15,6 +15,7 @@ pub use batch::{DecodeBatch, TokenEvent};
 pub use prefix_cache::{PrefixCache, PrefixCacheOptions, PrefixCacheStats};
 pub use sampling::{Distribution, SamplingParams};
 
+
 use crate::model::Model;
 use crate::publish::Versioned;
 
@@ -66,6 +67,8 @@ pub struct GenerateRequest {
     /// How many of the most likely tokens (with their logprobs) each step reports beside the
     /// sampled one (0: none).
     pub top_logprobs: usize,
+    /// A grammar the sequence must follow (structured outputs), started afresh for each try.
+    pub constraint: Option<Arc<dyn ConstraintFactory>>,
 }
 
 impl GenerateRequest {
@@ -79,8 +82,36 @@ impl GenerateRequest {
             stop_strings: Vec::new(),
             seed: 0,
             top_logprobs: 0,
+            constraint: None,
         }
     }
+}
+
+/// The tokens a [`Constraint`] allows at the next step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Allowed {
+    /// Every token: the sampling settings alone decide.
+    Any,
+    /// Only these token ids (ascending, within the vocabulary, at least one).
+    Only(Vec<u32>),
+}
+
+/// A grammar one sequence follows, step by step: it narrows each step's distribution to the
+/// tokens it allows and is told each token sampled. Implemented outside the engine (the grammar
+/// crate), which knows what the tokens spell.
+pub trait Constraint: Send + std::fmt::Debug {
+    /// The tokens allowed next. Once the grammar is complete this is the end-of-sequence
+    /// tokens, so the sequence ends as it would unconstrained. An error ends the sequence.
+    fn allowed(&mut self) -> Result<Allowed>;
+    /// Advances past the sampled `token` (one of those last allowed).
+    fn accept(&mut self, token: u32) -> Result<()>;
+}
+
+/// Starts a fresh [`Constraint`] for each sequence of a request (a request is cloned and
+/// retried, so it carries the recipe rather than the running state).
+pub trait ConstraintFactory: Send + Sync + std::fmt::Debug {
+    /// A constraint at the start of the grammar.
+    fn start(&self) -> Result<Box<dyn Constraint>>;
 }
 
 /// Why a sequence ended.
@@ -109,6 +140,9 @@ pub enum StopMatch {
     Token(u32),
     /// The generated text came to contain this stop string.
     String(String),
+    /// The sequence's grammar could not go on (its error): the text so far is kept, and it
+    /// does not complete the grammar.
+    Grammar(String),
 }
 
 impl StopMatch {
@@ -120,7 +154,7 @@ impl StopMatch {
     pub fn visible<'a>(&self, text: &'a str) -> &'a str {
         match self {
             StopMatch::String(s) => text.find(s.as_str()).map_or(text, |cut| &text[..cut]),
-            StopMatch::Token(_) => text,
+            StopMatch::Token(_) | StopMatch::Grammar(_) => text,
         }
     }
 }

@@ -81,6 +81,13 @@ enum Kind {
     Subset { ids: Vec<u32>, logprobs: Vec<f64> },
     /// Greedy: the argmax, reported with its temperature-1 logprob.
     Greedy { id: u32, logprob: f64, shift: f64 },
+    /// A grammar's tokens only: `inner` is the distribution of the logits `sub` gathered at
+    /// `ids` (ascending), so every other token has probability 0 whatever its logit.
+    Masked {
+        ids: Vec<u32>,
+        sub: Vec<f32>,
+        inner: Box<Distribution>,
+    },
 }
 
 /// Tokens per block of [`Kind::Full`]'s mass table.
@@ -306,10 +313,38 @@ impl Distribution {
         }
     }
 
+    /// The distribution of `logits` restricted to `allowed` (ascending, non-empty ids): the
+    /// sampling settings apply among the allowed tokens alone, as when every other logit is
+    /// set to minus infinity first (what vLLM does), without putting infinities through the
+    /// vectorised exponential.
+    pub fn masked(logits: &[f32], p: &SamplingParams, allowed: &[u32]) -> Self {
+        debug_assert!(!allowed.is_empty() && allowed.windows(2).all(|w| w[0] < w[1]));
+        let sub: Vec<f32> = allowed.iter().map(|&i| logits[i as usize]).collect();
+        let inner = Box::new(Distribution::new(&sub, p));
+        Distribution {
+            kind: Kind::Masked {
+                ids: allowed.to_vec(),
+                sub,
+                inner,
+            },
+        }
+    }
+
+    /// Whether this distribution was narrowed by a grammar ([`Distribution::masked`]).
+    pub fn is_masked(&self) -> bool {
+        matches!(self.kind, Kind::Masked { .. })
+    }
+
     /// Logprob of `token` under this distribution (`-inf` if it was filtered out). For greedy
     /// decoding this is the temperature-1 logprob.
     pub fn logprob(&self, logits: &[f32], token: u32) -> f32 {
         let v = match &self.kind {
+            Kind::Masked { ids, sub, inner } => {
+                return match ids.binary_search(&token) {
+                    Ok(j) => inner.logprob(sub, j as u32),
+                    Err(_) => f32::NEG_INFINITY,
+                }
+            }
             Kind::Full { inv_t, shift, .. } => logits[token as usize] as f64 * inv_t - shift,
             Kind::Greedy { shift, .. } => logits[token as usize] as f64 - shift,
             Kind::Subset { ids, logprobs } => match ids.iter().position(|&i| i == token) {
@@ -323,6 +358,10 @@ impl Distribution {
     /// Draws a token with one uniform number from `rng`; returns it with its logprob.
     pub fn sample(&self, logits: &[f32], rng: &mut Rng) -> (u32, f32) {
         match &self.kind {
+            Kind::Masked { ids, sub, inner } => {
+                let (j, lp) = inner.sample(sub, rng);
+                (ids[j as usize], lp)
+            }
             Kind::Greedy { id, logprob, .. } => (*id, *logprob as f32),
             Kind::Full {
                 inv_t,
@@ -380,6 +419,11 @@ impl Distribution {
     /// The `k` most likely tokens with their logprobs, most likely first.
     pub fn top(&self, logits: &[f32], k: usize) -> Vec<(u32, f32)> {
         match &self.kind {
+            Kind::Masked { ids, sub, inner } => inner
+                .top(sub, k)
+                .into_iter()
+                .map(|(j, lp)| (ids[j as usize], lp))
+                .collect(),
             Kind::Subset { ids, logprobs } => ids
                 .iter()
                 .zip(logprobs)
@@ -404,6 +448,53 @@ mod tests {
         (0..logits.len() as u32)
             .map(|i| (d.logprob(logits, i) as f64).exp())
             .sum()
+    }
+
+    #[test]
+    fn a_masked_distribution_is_the_allowed_tokens_renormalised() {
+        let allowed = [0u32, 2, 5];
+        for p in [
+            SamplingParams::default(),
+            SamplingParams {
+                temperature: 0.7,
+                top_k: 2,
+                top_p: 1.0,
+            },
+            SamplingParams {
+                temperature: 1.3,
+                top_k: 0,
+                top_p: 0.8,
+            },
+            SamplingParams::greedy(),
+        ] {
+            let d = Distribution::masked(&LOGITS, &p, &allowed);
+            assert!(d.is_masked());
+            // Tokens 1 and 3 hold the largest logits, yet have no mass.
+            for t in [1u32, 3, 4] {
+                assert_eq!(d.logprob(&LOGITS, t), f32::NEG_INFINITY, "{p:?} token {t}");
+            }
+            let mut rng = Rng::new(9);
+            for _ in 0..200 {
+                let (t, lp) = d.sample(&LOGITS, &mut rng);
+                assert!(allowed.contains(&t), "{p:?} sampled {t}");
+                assert_eq!(lp, d.logprob(&LOGITS, t));
+            }
+            for (t, _) in d.top(&LOGITS, 3) {
+                assert!(allowed.contains(&t));
+            }
+            if !p.is_greedy() {
+                assert!((probs_sum(&d, &LOGITS) - 1.0).abs() < 1e-5, "{p:?}");
+            }
+        }
+        // Unfiltered, it is the softmax of the allowed logits alone.
+        let d = Distribution::masked(&LOGITS, &SamplingParams::default(), &allowed);
+        let z = (1f64.exp() + 2f64.exp() + 0.5f64.exp()).ln();
+        assert!((d.logprob(&LOGITS, 2) as f64 - (2.0 - z)).abs() < 1e-5);
+        // Greedy takes the best allowed token; one allowed token has logprob 0.
+        let g = Distribution::masked(&LOGITS, &SamplingParams::greedy(), &allowed);
+        assert_eq!(g.sample(&LOGITS, &mut Rng::new(1)).0, 2);
+        let one = Distribution::masked(&LOGITS, &SamplingParams::default(), &[4]);
+        assert_eq!(one.sample(&LOGITS, &mut Rng::new(1)), (4, 0.0));
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub use wire::{Stop, StreamOptions};
 
 mod completions;
 mod messages;
+mod structured;
 mod tools;
 mod wire;
 
@@ -24,6 +25,7 @@ mod tests;
 use axum::http::HeaderMap;
 use openclaw_chat::ChatMessage;
 use openclaw_collect::SessionHints;
+pub use openclaw_grammar::Shape;
 use openclaw_plugin_api::TurnType;
 use serde_json::{Map, Value};
 use wire::Sent;
@@ -59,6 +61,9 @@ pub struct ChatRequest {
     /// `logprobs`: answer with each sampled token's logprob; `Some(k)` with the `k` most
     /// likely alternatives (`top_logprobs`, 0-20).
     pub logprobs: Option<usize>,
+    /// What the reply must be (`response_format` JSON, or a `tool_choice` that forces a call),
+    /// followed by constrained decoding.
+    pub shape: Option<Shape>,
     /// What the request says about its session.
     pub hints: SessionHints,
 }
@@ -100,7 +105,6 @@ pub struct Sampling {
 /// sampling parameters this server does not implement are refused by name unless they hold
 /// their neutral value ([`NOT_SUPPORTED`]).
 const IGNORED: &[&str] = &[
-    "parallel_tool_calls",
     "store",
     "metadata",
     "reasoning_effort",
@@ -128,9 +132,6 @@ const NOT_SUPPORTED: &[(&str, IsNeutral)] = &[
     ("min_p", |v| v.as_f64() == Some(0.0)),
     ("logit_bias", |v| {
         v.as_object().is_some_and(|o| o.is_empty())
-    }),
-    ("response_format", |v| {
-        v.get("type").and_then(Value::as_str) == Some("text")
     }),
 ];
 
@@ -180,8 +181,11 @@ pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> 
     let stream = stream(sent.stream)?;
     let include_usage = include_usage(sent.stream_options)?;
     let offered = tools::offered(sent.tools)?;
-    let allowed = tools::allowed_by_choice(sent.tool_choice, &offered.names)?;
-    let tools = (allowed && !offered.tools.is_empty()).then_some(Value::Array(offered.tools));
+    let choice = tools::choice(sent.tool_choice, &offered.names)?;
+    let format = structured::response_format(sent.response_format)?;
+    let shape = structured::shape(format, &choice, &offered, sent.parallel_tool_calls)?;
+    let tools = (choice != tools::Choice::None && !offered.tools.is_empty())
+        .then_some(Value::Array(offered.tools));
     let logprobs = match sent.logprobs {
         None | Some(Sent::Typed(false)) => false,
         Some(Sent::Typed(true)) => true,
@@ -248,6 +252,7 @@ pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> 
         tools,
         template_kwargs,
         logprobs,
+        shape,
         hints,
     })
 }

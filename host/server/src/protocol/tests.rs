@@ -74,11 +74,6 @@ fn sampling_settings_not_implemented_are_refused_by_name_unless_neutral() {
         ("repetition_penalty", json!(1.0), json!(1.1)),
         ("min_p", json!(0), json!(0.05)),
         ("logit_bias", json!({}), json!({"42": 5})),
-        (
-            "response_format",
-            json!({"type": "text"}),
-            json!({"type": "json_object"}),
-        ),
     ] {
         let mut b = base();
         b[k] = neutral;
@@ -116,7 +111,6 @@ fn vllm_habits_top_k_minus_one_tool_choice_tool_schemas_and_template_kwargs() {
     for choice in [
         json!("sometimes"),
         json!({"type": "function", "function": {"name": "write"}}),
-        json!("required"),
     ] {
         let (param, message) =
             param_of(json!({"messages": msgs, "tools": [tool], "tool_choice": choice}));
@@ -347,7 +341,7 @@ fn a_field_of_the_wrong_kind_is_refused_by_name_and_rule() {
         (
             r#"{"messages":[{"role":"user","content":"x"}],"tool_choice":"required"}"#,
             "tool_choice",
-            "`tool_choice` \"required\" is not supported",
+            "`tool_choice` is \"required\" but the request offers no `tools`",
         ),
         (
             r#"{"messages":[{"role":"user","content":"x"}],"logprobs":1}"#,
@@ -721,4 +715,49 @@ fn a_bad_completion_prompt_or_what_is_not_served_is_refused_by_name() {
     assert_eq!(e.param.as_deref(), Some("max_tokens"));
     let e = refused(json!({"prompt": "x", "temperature": 3}));
     assert_eq!(e.param.as_deref(), Some("temperature"));
+}
+
+#[test]
+fn response_format_and_a_forcing_tool_choice_become_the_shape_of_the_reply() {
+    let ok = |b: Value| parse(b.to_string().as_bytes(), &HeaderMap::new()).unwrap();
+    let msgs = json!([{"role": "user", "content": "x"}]);
+    let schema = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
+    assert_eq!(ok(json!({"messages": msgs})).shape, None);
+    assert_eq!(ok(json!({"messages": msgs, "response_format": {"type": "text"}})).shape, None);
+    assert_eq!(
+        ok(json!({"messages": msgs, "response_format": {"type": "json_object"}})).shape,
+        Some(Shape::JsonObject)
+    );
+    assert_eq!(
+        ok(json!({"messages": msgs, "response_format": {"type": "json_schema", "json_schema": {"name": "a", "schema": schema, "strict": true}}})).shape,
+        Some(Shape::JsonSchema(schema.clone()))
+    );
+    let read = json!({"type": "function", "function": {"name": "read", "parameters": schema}});
+    let now = json!({"type": "function", "function": {"name": "now"}});
+    let r = ok(json!({"messages": msgs, "tools": [read, now], "tool_choice": "required"}));
+    let Some(Shape::ToolCalls { tools, parallel }) = r.shape else { panic!("{:?}", r.shape) };
+    assert!(parallel);
+    assert_eq!(tools.len(), 2);
+    assert_eq!((tools[0].name.as_str(), &tools[0].parameters), ("read", &schema));
+    assert_eq!((tools[1].name.as_str(), &tools[1].parameters), ("now", &Value::Null));
+    assert!(r.tools.is_some(), "the tools still reach the prompt");
+    let r = ok(json!({"messages": msgs, "tools": [read, now], "tool_choice": "required", "parallel_tool_calls": false}));
+    assert!(matches!(r.shape, Some(Shape::ToolCalls { parallel: false, .. })));
+    let r = ok(json!({"messages": msgs, "tools": [read, now], "tool_choice": {"type": "function", "function": {"name": "now"}}}));
+    let Some(Shape::ToolCalls { tools, parallel }) = r.shape else { panic!() };
+    assert_eq!((tools.len(), tools[0].name.as_str(), parallel), (1, "now", false));
+
+    for (body, param, words) in [
+        (json!({"messages": msgs, "response_format": {"type": "regex"}}), "response_format", "\"regex\""),
+        (json!({"messages": msgs, "response_format": "json"}), "response_format", "must be an object"),
+        (json!({"messages": msgs, "response_format": {}}), "response_format", "no `type`"),
+        (json!({"messages": msgs, "response_format": {"type": "json_schema"}}), "response_format", "`schema`"),
+        (json!({"messages": msgs, "response_format": {"type": "json_schema", "json_schema": {"schema": 3}}}), "response_format", "JSON Schema object"),
+        (json!({"messages": msgs, "tools": [read], "tool_choice": "required", "response_format": {"type": "json_object"}}), "response_format", "cannot be both"),
+        (json!({"messages": msgs, "tools": [read], "tool_choice": "required", "parallel_tool_calls": "yes"}), "parallel_tool_calls", "boolean"),
+    ] {
+        let (p, message) = param_of(body);
+        assert_eq!(p.as_deref(), Some(param), "{message}");
+        assert!(message.contains(words), "{message}");
+    }
 }

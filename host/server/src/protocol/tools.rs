@@ -80,25 +80,37 @@ fn check(tool: &Value) -> Result<String, String> {
     Ok(name)
 }
 
-/// Whether the tools go to the model: not when `tool_choice` is `none`. A choice that forces
-/// a call is refused, as the model cannot be made to call a tool here.
-pub(super) fn allowed_by_choice(
+/// What `tool_choice` asks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) enum Choice {
+    /// No tools reach the model.
+    None,
+    /// The model calls a tool or not, as it likes (the default).
+    Auto,
+    /// The reply is one or more tool calls, of any offered tool.
+    Required,
+    /// The reply calls this function.
+    Named(String),
+}
+
+/// Reads `tool_choice`; a named function must be among the tools, and forcing a call needs
+/// tools to call.
+pub(super) fn choice(
     sent: Option<Sent<ToolChoice>>,
     names: &[String],
-) -> Result<bool, ApiError> {
-    match sent {
-        None => Ok(true),
+) -> Result<Choice, ApiError> {
+    let choice = match sent {
+        None => Choice::Auto,
         Some(Sent::Typed(ToolChoice::Mode(c))) => match c.as_str() {
-            "none" => Ok(false),
-            "auto" => Ok(true),
-            "required" => Err(ApiError::invalid(
-                "`tool_choice` \"required\" is not supported by this server (the model cannot be forced to call a tool); use \"auto\".",
-                Some("tool_choice"),
-            )),
-            other => Err(ApiError::invalid(
-                format!("`tool_choice` must be \"none\", \"auto\", \"required\" or a named function; got \"{other}\"."),
-                Some("tool_choice"),
-            )),
+            "none" => Choice::None,
+            "auto" => Choice::Auto,
+            "required" => Choice::Required,
+            other => {
+                return Err(ApiError::invalid(
+                    format!("`tool_choice` must be \"none\", \"auto\", \"required\" or a named function; got \"{other}\"."),
+                    Some("tool_choice"),
+                ))
+            }
         },
         Some(Sent::Typed(ToolChoice::Function(Object(named)))) => {
             let name = named.function.0.name;
@@ -108,14 +120,20 @@ pub(super) fn allowed_by_choice(
                     Some("tool_choice"),
                 ));
             }
-            Err(ApiError::invalid(
-                format!("`tool_choice` naming a function (`{name}`) is not supported by this server (the model cannot be forced to call it); use \"auto\"."),
+            Choice::Named(name)
+        }
+        Some(Sent::Other(_)) => {
+            return Err(ApiError::invalid(
+                "`tool_choice` must be a string or {\"type\": \"function\", \"function\": {\"name\": ...}}.",
                 Some("tool_choice"),
             ))
         }
-        Some(Sent::Other(_)) => Err(ApiError::invalid(
-            "`tool_choice` must be a string or {\"type\": \"function\", \"function\": {\"name\": ...}}.",
+    };
+    if choice == Choice::Required && names.is_empty() {
+        return Err(ApiError::invalid(
+            "`tool_choice` is \"required\" but the request offers no `tools`.",
             Some("tool_choice"),
-        )),
+        ));
     }
+    Ok(choice)
 }

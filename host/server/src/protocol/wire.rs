@@ -88,6 +88,11 @@ pub(super) struct Request {
     pub(super) tools: Option<Sent<Vec<Value>>>,
     /// `none`, `auto`, `required` or a named function.
     pub(super) tool_choice: Option<Sent<ToolChoice>>,
+    /// Whether a forced tool call may be followed by more.
+    pub(super) parallel_tool_calls: Option<Sent<bool>>,
+    /// `text`, `json_object` or `json_schema`, kept as sent for the checks that name the bad
+    /// part.
+    pub(super) response_format: Option<Value>,
     /// How many completions.
     pub(super) n: Option<Sent<u64>>,
     /// The end user, by any name.

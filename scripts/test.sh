@@ -73,7 +73,7 @@ bash scripts/fetch-test-assets.sh
 bash scripts/fetch-smollm2.sh >/dev/null
 
 echo "== real OpenAI clients for the server tests (npm and PyPI)"
-if [[ ! -d tests/clients/node_modules/openai ]]; then
+if [[ ! -d tests/clients/node_modules/openai || ! -d tests/clients/node_modules/ai ]]; then
     retry npm install --prefix tests/clients --no-audit --no-fund --loglevel=error
 fi
 # TensorBoard reads back the event files `--tensorboard-dir` writes (tests/dashboard.rs);

@@ -57,7 +57,7 @@ const tools = [{
   },
 }];
 const forced = await client.chat.completions.create({
-  model, messages, tools, tool_choice: "required", max_tokens: 60, seed: 5,
+  model, messages, tools, tool_choice: "required", parallel_tool_calls: false, max_tokens: 60, seed: 5,
 });
 out.required = {
   finish_reason: forced.choices[0].finish_reason,

@@ -1,7 +1,9 @@
 //! `openclaw-host bench serve`: a load test of the server. N concurrent streaming clients for
 //! T seconds, once against `serve` (no training) and once against `run` (training with a
 //! weight update every step), each host a child process on a free port. Reports failed
-//! requests, time-to-first-token percentiles and the ratio between the two runs.
+//! requests, time-to-first-token percentiles and the ratio between the two runs. With
+//! `--schema`, both runs are `serve`, the second asked for replies under a JSON schema: the
+//! cost of structured outputs, in decoded tokens per second.
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -25,6 +27,35 @@ pub struct ServeBenchOptions {
     pub seconds: u64,
     /// Tokens per answer.
     pub max_tokens: u32,
+    /// What the second run changes.
+    pub compare: Compare,
+}
+
+/// What the two runs of a load test differ in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compare {
+    /// `serve`, then `run` (training with a weight update every step).
+    Training,
+    /// `serve` answering plain text, then `serve` answering under [`schema`]'s JSON schema.
+    Schema,
+}
+
+/// The schema of the structured run: an object of a few kinds of values, its strings free.
+fn schema() -> Value {
+    json!({
+        "type": "json_schema",
+        "json_schema": {"name": "answer", "strict": true, "schema": {
+            "type": "object",
+            "properties": {
+                "answer": {"type": "string"},
+                "confident": {"type": "boolean"},
+                "steps": {"type": "integer", "minimum": 0},
+                "style": {"enum": ["plain", "markdown"]},
+            },
+            "required": ["answer", "confident", "steps", "style"],
+            "additionalProperties": false,
+        }},
+    })
 }
 
 /// One run's numbers.
@@ -42,6 +73,10 @@ pub struct LoadReport {
     pub ttft_p99_ms: f64,
     /// Whole request, median, in milliseconds.
     pub latency_p50_ms: f64,
+    /// Completion tokens of every answer, per second of the run.
+    pub tokens_per_s: f64,
+    /// Whether the answers were asked for under a JSON schema.
+    pub schema: bool,
     /// Optimizer steps the host took during the run.
     pub train_steps: u64,
 }
@@ -102,26 +137,33 @@ fn start(mode: &str, o: &ServeBenchOptions, dir: &Path, port: u16) -> Result<Hos
 struct Samples {
     ttft: Vec<f64>,
     latency: Vec<f64>,
+    tokens: u64,
     failed: usize,
 }
 
-/// One streamed request; returns (ttft, total) in seconds and the answer.
+/// One streamed request; returns (ttft, total) in seconds, the answer and its tokens.
 fn stream_once(
     agent: &ureq::Agent,
     url: &str,
     session: &str,
     question: &Value,
-) -> Result<(f64, f64, String)> {
+    schema: bool,
+) -> Result<(f64, f64, String, u64)> {
     let t0 = Instant::now();
+    let mut body = json!({"messages": [question], "stream": true,
+        "stream_options": {"include_usage": true}});
+    if schema {
+        body["response_format"] = self::schema();
+    }
     let resp = agent
         .post(url)
         .header("X-Session-Id", session)
-        .send_json(json!({"messages": [question], "stream": true}))?;
+        .send_json(body)?;
     if !resp.status().is_success() {
         bail!("HTTP {}", resp.status());
     }
     let reader = BufReader::new(resp.into_body().into_reader());
-    let (mut ttft, mut done, mut text) = (None, false, String::new());
+    let (mut ttft, mut done, mut text, mut tokens) = (None, false, String::new(), 0);
     for line in reader.lines() {
         let line = line?;
         let Some(data) = line.strip_prefix("data: ") else {
@@ -132,6 +174,9 @@ fn stream_once(
             break;
         }
         let v: Value = serde_json::from_str(data)?;
+        if let Some(n) = v["usage"]["completion_tokens"].as_u64() {
+            tokens = n;
+        }
         if let Some(c) = v["choices"][0]["delta"]["content"].as_str() {
             if !c.is_empty() && ttft.is_none() {
                 ttft = Some(t0.elapsed().as_secs_f64());
@@ -143,10 +188,10 @@ fn stream_once(
         bail!("the stream ended without [DONE]");
     }
     let total = t0.elapsed().as_secs_f64();
-    Ok((ttft.unwrap_or(total), total, text))
+    Ok((ttft.unwrap_or(total), total, text, tokens))
 }
 
-fn load(port: u16, o: &ServeBenchOptions) -> Samples {
+fn load(port: u16, o: &ServeBenchOptions, schema: bool) -> Samples {
     let url = format!("http://127.0.0.1:{port}/v1/chat/completions");
     let out = Arc::new(Mutex::new(Samples::default()));
     let end = Instant::now() + Duration::from_secs(o.seconds);
@@ -166,12 +211,13 @@ fn load(port: u16, o: &ServeBenchOptions) -> Samples {
                     let session = format!("load-{c}-{n}");
                     let task = &tasks[(c * 7919 + n * 104729) % tasks.len()];
                     let q = json!({"role": "user", "content": task.prompt});
-                    match stream_once(&agent, &url, &session, &q) {
-                        Ok((ttft, total, answer)) => {
+                    match stream_once(&agent, &url, &session, &q, schema) {
+                        Ok((ttft, total, answer, tokens)) => {
                             {
                                 let mut s = out.lock().unwrap_or_else(|e| e.into_inner());
                                 s.ttft.push(ttft);
                                 s.latency.push(total);
+                                s.tokens += tokens;
                             }
                             // The user's reply: the answer's next state, so training has data.
                             let reply = if n.is_multiple_of(2) { "Thanks, great!" } else { "Please write plain text, no markdown." };
@@ -221,12 +267,22 @@ fn train_steps(port: u16) -> u64 {
 /// Runs both loads and returns their reports (`serve` first).
 pub fn run(o: &ServeBenchOptions) -> Result<Vec<LoadReport>> {
     let mut out = Vec::new();
-    for mode in ["serve", "run"] {
+    let runs: [(&str, bool); 2] = match o.compare {
+        Compare::Training => [("serve", false), ("run", false)],
+        Compare::Schema => [("serve", false), ("serve", true)],
+    };
+    for (mode, schema) in runs {
         let dir = tempfile_dir(mode)?;
         let port = free_port()?;
         let host = start(mode, o, &dir, port)?;
-        eprintln!("{mode}: {} clients for {} s ...", o.clients, o.seconds);
-        let mut s = load(port, o);
+        let under = if schema { " under a JSON schema" } else { "" };
+        eprintln!(
+            "{mode}{under}: {} clients for {} s ...",
+            o.clients, o.seconds
+        );
+        let t0 = Instant::now();
+        let mut s = load(port, o, schema);
+        let elapsed = t0.elapsed().as_secs_f64();
         let steps = train_steps(port);
         drop(host);
         let _ = std::fs::remove_dir_all(&dir);
@@ -237,6 +293,8 @@ pub fn run(o: &ServeBenchOptions) -> Result<Vec<LoadReport>> {
             ttft_p50_ms: percentile(&mut s.ttft, 0.5),
             ttft_p99_ms: percentile(&mut s.ttft, 0.99),
             latency_p50_ms: percentile(&mut s.latency, 0.5),
+            tokens_per_s: s.tokens as f64 / elapsed,
+            schema,
             train_steps: steps,
         });
     }

@@ -136,6 +136,11 @@ pub enum BenchCommand {
         /// Tokens per answer.
         #[arg(long, default_value_t = 32)]
         max_tokens: u32,
+        /// Compare `serve` answering plain text with `serve` answering under a JSON schema
+        /// (`response_format: json_schema`) instead of `serve` with `run`: the cost of
+        /// structured outputs.
+        #[arg(long)]
+        schema: bool,
     },
 }
 
@@ -502,6 +507,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                 clients,
                 seconds,
                 max_tokens,
+                schema,
             } => {
                 let model = match model_path {
                     Some(m) => m,
@@ -513,9 +519,20 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                     clients,
                     seconds,
                     max_tokens,
+                    compare: if schema {
+                        bench_serve::Compare::Schema
+                    } else {
+                        bench_serve::Compare::Training
+                    },
                 })?;
                 println!("{}", serde_json::to_string_pretty(&reports)?);
-                if let [a, b] = &reports[..] {
+                if let ([a, b], true) = (&reports[..], schema) {
+                    println!(
+                        "decode {:.0} tokens/s plain, {:.0} under a JSON schema: ratio {:.2}; ttft p50 {:.1} vs {:.1} ms; failed {} and {}",
+                        a.tokens_per_s, b.tokens_per_s, b.tokens_per_s / a.tokens_per_s,
+                        a.ttft_p50_ms, b.ttft_p50_ms, a.failed, b.failed
+                    );
+                } else if let [a, b] = &reports[..] {
                     println!(
                         "ttft p50 {:.1} ms without training, {:.1} ms with ({} steps): ratio {:.2}; p99 {:.1} vs {:.1} ms: ratio {:.2}; failed {} and {}",
                         a.ttft_p50_ms, b.ttft_p50_ms, b.train_steps, b.ttft_p50_ms / a.ttft_p50_ms,

@@ -900,9 +900,15 @@ fn langchain_and_the_npm_client_get_replies_their_schemas_parse_and_turns_say_so
         let r = &lc[method];
         assert!(r["error"].is_null(), "{method}: {r}");
         let f = &r["parsed"];
-        assert!(["celsius", "fahrenheit"].contains(&f["unit"].as_str().unwrap()), "{r}");
-        assert!((1..=7).contains(&f["days"].as_i64().unwrap()), "{r}");
-        assert!(f["rain"].is_boolean(), "{r}");
+        assert!(
+            ["celsius", "fahrenheit"].contains(&f["unit"].as_str().unwrap_or_default()),
+            "{method}: {r}"
+        );
+        assert!(
+            (1..=7).contains(&f["days"].as_i64().unwrap_or(0)),
+            "{method}: {r}"
+        );
+        assert!(f["rain"].is_boolean(), "{method}: {r}");
     }
     assert_eq!(lc["function_calling"]["tool_calls"], 1, "{lc}");
     assert_eq!(lc["json_schema"]["tool_calls"], 0, "{lc}");
@@ -929,7 +935,10 @@ fn langchain_and_the_npm_client_get_replies_their_schemas_parse_and_turns_say_so
     for c in calls {
         assert_eq!(c["name"], "count", "{js}");
         let args: Value = serde_json::from_str(c["arguments"].as_str().unwrap()).unwrap();
-        assert!(["apples", "owls"].contains(&args["what"].as_str().unwrap()), "{js}");
+        assert!(
+            ["apples", "owls"].contains(&args["what"].as_str().unwrap()),
+            "{js}"
+        );
         assert!((1..=9).contains(&args["n"].as_i64().unwrap()), "{js}");
     }
 
@@ -963,8 +972,40 @@ fn langchain_and_the_npm_client_get_replies_their_schemas_parse_and_turns_say_so
         3,
         "{kinds:?}"
     );
-    assert_eq!(kinds.iter().filter(|k| **k == "tool_call").count(), 2, "{kinds:?}");
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "tool_call").count(),
+        2,
+        "{kinds:?}"
+    );
     for t in &turns {
         assert_eq!(t["trainable"], t["constraint"].is_null(), "{t}");
     }
+}
+
+#[test]
+fn the_ai_sdk_holds_conversations_with_a_tool_against_the_built_in_model() {
+    let clients = workspace().join("tests/clients");
+    assert!(
+        clients.join("node_modules/ai").is_dir(),
+        "the AI SDK is not installed: run `npm install --prefix tests/clients` (as .ci/run does)"
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tmp.path().join("builtin");
+    let o = host_command(tmp.path())
+        .args(["init-default-model", "--out"])
+        .arg(&model)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let server = start(&model, &tmp.path().join("rl_buffer"), &[]);
+    // Twelve conversations of three turns, each sending the tool's definition and the whole
+    // history again: well past the 512 positions the built-in model once had.
+    let r = run_client(
+        Command::new("node")
+            .arg(clients.join("ai_sdk_tools.mjs"))
+            .env("OPENCLAW_MODEL", "builtin"),
+        &server,
+    );
+    assert_eq!(r["passed"], 12, "{r}");
+    assert!(r["maxPrompt"].as_u64().unwrap() > 512, "{r}");
 }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use burn::prelude::*;
 use common::*;
-use openclaw_engine::score::ScoreOptions;
 use openclaw_engine::generate::{Allowed, Constraint, ConstraintFactory};
+use openclaw_engine::score::ScoreOptions;
 use openclaw_engine::{
     generate, score, DecodeBatch, Detokenizer, FinishReason, GenerateRequest, Generation,
     Published, SamplingParams, ScoreRequest, StopMatch,
@@ -661,7 +661,10 @@ impl Constraint for Counting {
         })
     }
     fn accept(&mut self, token: u32) -> anyhow::Result<()> {
-        anyhow::ensure!(self.at < self.n || self.ends.contains(&token), "not allowed: {token}");
+        anyhow::ensure!(
+            self.at < self.n || self.ends.contains(&token),
+            "not allowed: {token}"
+        );
         self.at += 1;
         Ok(())
     }
@@ -699,7 +702,11 @@ fn a_grammar_decides_every_token_and_its_logprob_is_the_masked_ones() {
     assert_eq!(gens[0].finish_reason, FinishReason::Stop);
     assert_eq!(gens[0].stop, Some(StopMatch::Token(stop)));
     // One allowed token each step: probability 1 under the distribution sampled from.
-    assert!(gens[0].logprobs.iter().all(|&lp| lp == 0.0), "{:?}", gens[0].logprobs);
+    assert!(
+        gens[0].logprobs.iter().all(|&lp| lp == 0.0),
+        "{:?}",
+        gens[0].logprobs
+    );
     let alone = generate(w.clone(), vec![free], None).unwrap();
     assert_eq!(gens[1].token_ids, alone[0].token_ids);
 
@@ -720,7 +727,12 @@ fn a_grammar_decides_every_token_and_its_logprob_is_the_masked_ones() {
     .unwrap()
     .remove(0);
     // The recorded logprob is above the unconstrained one: the other tokens' mass is gone.
-    assert!(g.logprobs[2] > full.logprobs[2], "{} vs {}", g.logprobs[2], full.logprobs[2]);
+    assert!(
+        g.logprobs[2] > full.logprobs[2],
+        "{} vs {}",
+        g.logprobs[2],
+        full.logprobs[2]
+    );
     assert!(g.logprobs[2] <= 0.0);
 }
 

@@ -58,8 +58,12 @@ impl Shape {
     /// The grammar in llguidance's terms.
     fn grammar(&self) -> Result<TopLevelGrammar> {
         Ok(match self {
-            Shape::JsonObject => TopLevelGrammar::from_json_schema(compact(json!({"type": "object"}))),
-            Shape::JsonSchema(schema) => TopLevelGrammar::from_json_schema(compact(schema.clone())),
+            Shape::JsonObject => {
+                TopLevelGrammar::from_json_schema(compact(json!({"type": "object"})))
+            }
+            Shape::JsonSchema(schema) => {
+                TopLevelGrammar::from_json_schema(compact(closed(schema.clone())))
+            }
             Shape::ToolCalls { tools, parallel } => {
                 if tools.is_empty() {
                     bail!("no tools to call");
@@ -73,7 +77,7 @@ impl Shape {
                             "type": "object",
                             "properties": {
                                 "name": {"const": f.name},
-                                "arguments": arguments_schema(&f.parameters),
+                                "arguments": closed(arguments_schema(&f.parameters)),
                             },
                             "required": ["name", "arguments"],
                             "additionalProperties": false,
@@ -105,13 +109,35 @@ fn arguments_schema(parameters: &Value) -> Value {
     }
 }
 
+/// `schema` with every object schema that names its properties and says nothing of others
+/// closed to them (`additionalProperties: false`), as vLLM's default grammar engine (xgrammar's
+/// strict mode) reads schemas: JSON Schema would allow any other key, and a model that wanders
+/// into one writes keys and values nobody asked for (LangChain's tool schemas leave it out).
+fn closed(mut schema: Value) -> Value {
+    fn walk(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                if m.get("properties").is_some_and(Value::is_object)
+                    && !m.contains_key("additionalProperties")
+                    && !m.contains_key("patternProperties")
+                {
+                    m.insert("additionalProperties".into(), Value::Bool(false));
+                }
+                m.values_mut().for_each(walk);
+            }
+            Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    walk(&mut schema);
+    schema
+}
+
 /// `schema` with JSON written as `json.dumps` writes it (`": "` and `", "`, no other
 /// whitespace): a model may otherwise spend its tokens on whitespace the grammar allows.
 fn compact(mut schema: Value) -> Value {
     if let Value::Object(m) = &mut schema {
-        let opts = m
-            .entry("x-guidance")
-            .or_insert_with(|| json!({}));
+        let opts = m.entry("x-guidance").or_insert_with(|| json!({}));
         if let Value::Object(o) = opts {
             o.entry("whitespace_flexible").or_insert(json!(false));
             o.entry("key_separator").or_insert(json!(": "));
@@ -132,7 +158,9 @@ pub struct Grammars {
 
 impl std::fmt::Debug for Grammars {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Grammars").field("ends", &self.ends).finish()
+        f.debug_struct("Grammars")
+            .field("ends", &self.ends)
+            .finish()
     }
 }
 
@@ -294,8 +322,8 @@ mod tests {
         (tok, g)
     }
 
-    /// Walks `shape`'s grammar with tokens drawn at random among those allowed (ending as soon
-    /// as an end token is allowed); returns the text and whether it ended.
+    /// Walks `shape`'s grammar with tokens drawn at random among those allowed; returns the text
+    /// and whether it ended.
     fn walk(tok: &Tokenizer, g: &Grammars, shape: &Shape, seed: u64) -> (String, bool) {
         let mut c = g.compile(shape).unwrap().start().unwrap();
         let end = tok.token_to_id("<|im_end|>").unwrap();
@@ -306,10 +334,14 @@ mod tests {
                 panic!("a grammar allows only some tokens")
             };
             assert!(!allowed.is_empty());
-            if allowed.contains(&end) {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // Where the grammar may end or go on, either, by a coin.
+            if allowed.contains(&end) && (allowed.len() == 1 || (state >> 40) % 2 == 0) {
                 return (tok.decode(&ids, false).unwrap(), true);
             }
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let allowed: Vec<u32> = allowed.into_iter().filter(|&t| t != end).collect();
             let t = allowed[(state >> 33) as usize % allowed.len()];
             c.accept(t).unwrap();
             ids.push(t);
@@ -356,7 +388,8 @@ mod tests {
             let (text, done) = walk(&tok, &g, &Shape::JsonObject, seed);
             assert!(text.starts_with('{'), "{text}");
             if done {
-                let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+                let v: Value =
+                    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
                 assert!(v.is_object());
             }
         }
@@ -377,21 +410,33 @@ mod tests {
             },
             Function {
                 name: "now".into(),
-                parameters: json!({}),
+                // No arguments (an object naming no properties is closed to others).
+                parameters: json!({"type": "object", "properties": {}}),
             },
         ];
         let mut names = std::collections::BTreeSet::new();
-        for seed in 0..12 {
+        let mut several = 0;
+        for seed in 0..24 {
+            let parallel = seed % 2 == 1;
             let shape = Shape::ToolCalls {
                 tools: tools.clone(),
-                parallel: false,
+                parallel,
             };
             let (text, done) = walk(&tok, &g, &shape, seed);
             if !done {
                 continue;
             }
             let parsed = openclaw_chat::OutputParser::parse(&text, Default::default());
-            assert_eq!(parsed.tool_calls.len(), 1, "{text}");
+            if parallel {
+                assert!(!parsed.tool_calls.is_empty(), "{text}");
+                several += usize::from(parsed.tool_calls.len() > 1);
+            } else {
+                assert_eq!(parsed.tool_calls.len(), 1, "{text}");
+            }
+            assert!(
+                parsed.content.trim().is_empty(),
+                "nothing but calls: {text}"
+            );
             let call = &parsed.tool_calls[0];
             names.insert(call.name.clone());
             let args: Value = serde_json::from_str(&call.arguments).unwrap();
@@ -403,12 +448,45 @@ mod tests {
             }
         }
         assert_eq!(names.len(), 2, "both tools were called: {names:?}");
+        assert!(several > 0, "parallel calls allow more than one");
+    }
+
+    #[test]
+    fn objects_that_name_their_properties_take_no_others_unless_they_say_so() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "a": {"type": "object", "properties": {"b": {"type": "integer"}}},
+                "c": {"type": "object", "properties": {}, "additionalProperties": true},
+            },
+            "$defs": {"d": {"properties": {"e": {"type": "string"}}}},
+        });
+        let c = closed(schema);
+        assert_eq!(c["additionalProperties"], false);
+        assert_eq!(c["properties"]["a"]["additionalProperties"], false);
+        assert_eq!(c["properties"]["c"]["additionalProperties"], true);
+        assert_eq!(c["$defs"]["d"]["additionalProperties"], false);
+        // Walks through a schema with an open object: every walk ends with the named keys only.
+        let (tok, g) = builtin();
+        let shape = Shape::JsonSchema(json!({
+            "type": "object",
+            "properties": {"ok": {"type": "boolean"}},
+            "required": ["ok"],
+        }));
+        for seed in 0..10 {
+            let (text, done) = walk(&tok, &g, &shape, seed);
+            assert!(done, "{text}");
+            let v: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(v.as_object().unwrap().len(), 1, "{text}");
+        }
     }
 
     #[test]
     fn a_schema_that_cannot_be_followed_is_refused_by_name() {
         let (_, g) = builtin();
-        let bad = Shape::JsonSchema(json!({"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}}));
+        let bad = Shape::JsonSchema(
+            json!({"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}}),
+        );
         let e = g.compile(&bad).err().expect("refused").to_string();
         assert!(e.contains("nowhere"), "{e}");
     }

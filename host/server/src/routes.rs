@@ -317,10 +317,7 @@ where
             )
         })?;
         grammars.compile(&shape).map_err(|e| {
-            ApiError::invalid(
-                format!("`{param}` cannot be followed: {e:#}"),
-                Some(param),
-            )
+            ApiError::invalid(format!("`{param}` cannot be followed: {e:#}"), Some(param))
         })
     })
     .await

@@ -154,7 +154,9 @@ impl<B: Backend> DecodeBatch<B> {
                         .map_err(|e| anyhow::anyhow!("request {i}: {e:#}"))?;
                     if let Allowed::Only(ids) = &a {
                         if let Some(&t) = ids.iter().find(|&&t| t as usize >= cfg.vocab_size) {
-                            bail!("request {i}: the grammar allows token {t}, outside the vocabulary");
+                            bail!(
+                                "request {i}: the grammar allows token {t}, outside the vocabulary"
+                            );
                         }
                     }
                     Some((c, a))
@@ -402,8 +404,10 @@ impl<B: Backend> DecodeBatch<B> {
                 match c.accept(token).and_then(|()| next_allowed(c.as_mut())) {
                     Ok(a) => *allowed = a,
                     Err(e) => {
-                        seq.finish =
-                            Some((FinishReason::Stop, Some(StopMatch::Grammar(format!("{e:#}")))))
+                        seq.finish = Some((
+                            FinishReason::Stop,
+                            Some(StopMatch::Grammar(format!("{e:#}"))),
+                        ))
                     }
                 }
             }

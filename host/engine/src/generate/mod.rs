@@ -15,7 +15,6 @@ pub use batch::{DecodeBatch, TokenEvent};
 pub use prefix_cache::{PrefixCache, PrefixCacheOptions, PrefixCacheStats};
 pub use sampling::{Distribution, SamplingParams};
 
-
 use crate::model::Model;
 use crate::publish::Versioned;
 

@@ -49,9 +49,10 @@ pub struct Recipe {
     pub head_dim: usize,
     /// Output projection shares the embedding.
     pub tie_word_embeddings: bool,
-    /// Context length. A first answer needs about 130 tokens (prompt, hint and 96 new tokens)
-    /// and a follow-up request of a simulated user, which repeats the first exchange, about
-    /// 250: 512 leaves room without suggesting the model can use a long context.
+    /// Context length. The simulated world's requests need at most about 250 tokens, but an
+    /// agent client brings tool definitions (about 310 tokens for one) and repeats the whole
+    /// conversation each turn: 2,048 lets such a client hold a conversation of several turns
+    /// with tools. (Positions are RoPE's, computed, not learned: the SFT is the same.)
     pub max_position_embeddings: usize,
     /// RoPE base.
     pub rope_theta: f64,
@@ -118,7 +119,7 @@ impl Default for Recipe {
             num_key_value_heads: 2,
             head_dim: 32,
             tie_word_embeddings: true,
-            max_position_embeddings: 512,
+            max_position_embeddings: 2048,
             rope_theta: 10_000.0,
             init_seed: 0,
             steps: 1000,

@@ -723,7 +723,10 @@ fn response_format_and_a_forcing_tool_choice_become_the_shape_of_the_reply() {
     let msgs = json!([{"role": "user", "content": "x"}]);
     let schema = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
     assert_eq!(ok(json!({"messages": msgs})).shape, None);
-    assert_eq!(ok(json!({"messages": msgs, "response_format": {"type": "text"}})).shape, None);
+    assert_eq!(
+        ok(json!({"messages": msgs, "response_format": {"type": "text"}})).shape,
+        None
+    );
     assert_eq!(
         ok(json!({"messages": msgs, "response_format": {"type": "json_object"}})).shape,
         Some(Shape::JsonObject)
@@ -735,26 +738,77 @@ fn response_format_and_a_forcing_tool_choice_become_the_shape_of_the_reply() {
     let read = json!({"type": "function", "function": {"name": "read", "parameters": schema}});
     let now = json!({"type": "function", "function": {"name": "now"}});
     let r = ok(json!({"messages": msgs, "tools": [read, now], "tool_choice": "required"}));
-    let Some(Shape::ToolCalls { tools, parallel }) = r.shape else { panic!("{:?}", r.shape) };
+    let Some(Shape::ToolCalls { tools, parallel }) = r.shape else {
+        panic!("{:?}", r.shape)
+    };
     assert!(parallel);
     assert_eq!(tools.len(), 2);
-    assert_eq!((tools[0].name.as_str(), &tools[0].parameters), ("read", &schema));
-    assert_eq!((tools[1].name.as_str(), &tools[1].parameters), ("now", &Value::Null));
+    assert_eq!(
+        (tools[0].name.as_str(), &tools[0].parameters),
+        ("read", &schema)
+    );
+    assert_eq!(
+        (tools[1].name.as_str(), &tools[1].parameters),
+        ("now", &Value::Null)
+    );
     assert!(r.tools.is_some(), "the tools still reach the prompt");
-    let r = ok(json!({"messages": msgs, "tools": [read, now], "tool_choice": "required", "parallel_tool_calls": false}));
-    assert!(matches!(r.shape, Some(Shape::ToolCalls { parallel: false, .. })));
-    let r = ok(json!({"messages": msgs, "tools": [read, now], "tool_choice": {"type": "function", "function": {"name": "now"}}}));
-    let Some(Shape::ToolCalls { tools, parallel }) = r.shape else { panic!() };
-    assert_eq!((tools.len(), tools[0].name.as_str(), parallel), (1, "now", false));
+    let r = ok(
+        json!({"messages": msgs, "tools": [read, now], "tool_choice": "required", "parallel_tool_calls": false}),
+    );
+    assert!(matches!(
+        r.shape,
+        Some(Shape::ToolCalls {
+            parallel: false,
+            ..
+        })
+    ));
+    let r = ok(
+        json!({"messages": msgs, "tools": [read, now], "tool_choice": {"type": "function", "function": {"name": "now"}}}),
+    );
+    let Some(Shape::ToolCalls { tools, parallel }) = r.shape else {
+        panic!()
+    };
+    assert_eq!(
+        (tools.len(), tools[0].name.as_str(), parallel),
+        (1, "now", false)
+    );
 
     for (body, param, words) in [
-        (json!({"messages": msgs, "response_format": {"type": "regex"}}), "response_format", "\"regex\""),
-        (json!({"messages": msgs, "response_format": "json"}), "response_format", "must be an object"),
-        (json!({"messages": msgs, "response_format": {}}), "response_format", "no `type`"),
-        (json!({"messages": msgs, "response_format": {"type": "json_schema"}}), "response_format", "`schema`"),
-        (json!({"messages": msgs, "response_format": {"type": "json_schema", "json_schema": {"schema": 3}}}), "response_format", "JSON Schema object"),
-        (json!({"messages": msgs, "tools": [read], "tool_choice": "required", "response_format": {"type": "json_object"}}), "response_format", "cannot be both"),
-        (json!({"messages": msgs, "tools": [read], "tool_choice": "required", "parallel_tool_calls": "yes"}), "parallel_tool_calls", "boolean"),
+        (
+            json!({"messages": msgs, "response_format": {"type": "regex"}}),
+            "response_format",
+            "\"regex\"",
+        ),
+        (
+            json!({"messages": msgs, "response_format": "json"}),
+            "response_format",
+            "must be an object",
+        ),
+        (
+            json!({"messages": msgs, "response_format": {}}),
+            "response_format",
+            "no `type`",
+        ),
+        (
+            json!({"messages": msgs, "response_format": {"type": "json_schema"}}),
+            "response_format",
+            "`schema`",
+        ),
+        (
+            json!({"messages": msgs, "response_format": {"type": "json_schema", "json_schema": {"schema": 3}}}),
+            "response_format",
+            "JSON Schema object",
+        ),
+        (
+            json!({"messages": msgs, "tools": [read], "tool_choice": "required", "response_format": {"type": "json_object"}}),
+            "response_format",
+            "cannot be both",
+        ),
+        (
+            json!({"messages": msgs, "tools": [read], "tool_choice": "required", "parallel_tool_calls": "yes"}),
+            "parallel_tool_calls",
+            "boolean",
+        ),
     ] {
         let (p, message) = param_of(body);
         assert_eq!(p.as_deref(), Some(param), "{message}");

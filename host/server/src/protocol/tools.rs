@@ -95,10 +95,7 @@ pub(super) enum Choice {
 
 /// Reads `tool_choice`; a named function must be among the tools, and forcing a call needs
 /// tools to call.
-pub(super) fn choice(
-    sent: Option<Sent<ToolChoice>>,
-    names: &[String],
-) -> Result<Choice, ApiError> {
+pub(super) fn choice(sent: Option<Sent<ToolChoice>>, names: &[String]) -> Result<Choice, ApiError> {
     let choice = match sent {
         None => Choice::Auto,
         Some(Sent::Typed(ToolChoice::Mode(c))) => match c.as_str() {

@@ -245,3 +245,102 @@ fn offline_training_is_a_pipeline_that_resumes_after_the_consumed_samples() {
     let pipeline = offline(&[at_3, ("allow_changed_data", "true".into())]).unwrap();
     assert_eq!(pipeline.resumed.map(|r| r.consumed_through), Some(6));
 }
+
+/// `POST /v1/feedback`: a thumbs down on a turn with no next state is its verdict, and the step
+/// that trains it pushes its tokens down; feedback on a turn already judged, or on none, is
+/// refused by name; the buffer keeps every feedback.
+#[test]
+fn a_thumbs_down_judges_a_turn_without_a_next_state_and_trains_it_down() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let model =
+        openclaw_lab::default_model::ensure_default_model(&dir.join("home"), false).unwrap();
+    let mut flags = run_flags(dir, &model, 1);
+    for (k, v) in flags.iter_mut() {
+        if *k == "rollout_batch_size" {
+            *v = "1".into();
+        }
+    }
+    let plugins = RunPlugins::load(|| inputs(&flags)).unwrap();
+    let cfg = plugins.resolved.config.clone();
+    let pipeline =
+        Pipeline::<Cpu>::four_loops(&cfg, &plugins, &Placement::all(Default::default())).unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let observer = seen.clone();
+    let handle = pipeline
+        .start(move |ev| observer.lock().unwrap().push(ev.report.clone()))
+        .unwrap();
+    let url = handle.base_url().expect("the run serves");
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let post = |path: &str, body: serde_json::Value| -> (u16, serde_json::Value) {
+        let mut r = agent
+            .post(&format!("{url}{path}"))
+            .header("X-Session-Id", "fb")
+            .send_json(body)
+            .unwrap();
+        (r.status().as_u16(), r.body_mut().read_json().unwrap())
+    };
+    let (status, answer) = post(
+        "/chat/completions",
+        serde_json::json!({"messages": [{"role": "user", "content": "Explain tides."}]}),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let id = answer["id"].as_str().unwrap().to_string();
+
+    let (status, body) = post(
+        "/feedback",
+        serde_json::json!({"completion_id": id, "thumbs": "down", "text": "Too long."}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["status"], "judged", "{body}");
+    assert_eq!(
+        (body["session_id"].as_str(), body["turn_index"].as_u64()),
+        (Some("fb"), Some(0))
+    );
+    // Once judged, a turn keeps its verdict.
+    let (status, body) = post(
+        "/feedback",
+        serde_json::json!({"session_id": "fb", "turn_index": 0, "reward": 1.0}),
+    );
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["code"], "turn_already_judged", "{body}");
+    let (status, body) = post(
+        "/feedback",
+        serde_json::json!({"completion_id": "chatcmpl-nobody", "reward": 0.5}),
+    );
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["error"]["code"], "turn_not_found", "{body}");
+    assert_eq!(body["error"]["param"], "completion_id", "{body}");
+
+    handle.wait();
+    handle.shutdown().unwrap();
+    let steps = seen.lock().unwrap().clone();
+    assert_eq!(steps.len(), 1);
+    assert_eq!(steps[0].samples, 1);
+    let advantage = steps[0].metrics["mean_advantage"];
+    assert!(advantage < 0.0, "mean advantage {advantage}");
+
+    let records = Log::read_all(&dir.join("rl_buffer")).unwrap().records;
+    let feedback: Vec<(f32, Option<String>)> = records
+        .iter()
+        .filter_map(|e| match &e.record {
+            Record::Feedback { reward, text, .. } => Some((*reward, text.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(feedback, [(-1.0, Some("Too long.".into())), (1.0, None)]);
+    let judged: Vec<f32> = records
+        .iter()
+        .filter_map(|e| match &e.record {
+            Record::Judgement { score, .. } => Some(score.value),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(judged, [-1.0]);
+    assert!(records
+        .iter()
+        .any(|e| matches!(&e.record, Record::Sample { sample, .. } if sample.reward == -1.0)));
+}

@@ -5,8 +5,8 @@ pub mod recorder;
 pub mod sessions;
 pub mod turns;
 
-pub use recorder::{CollectEvent, Recorder};
+pub use recorder::{CollectEvent, FeedbackFate, Recorder};
 pub use sessions::{
     valid_session_id, Assignment, Closed, SessionHints, SessionTracker, TrackerOptions,
 };
-pub use turns::{Answer, TurnDesk, TurnError};
+pub use turns::{Answer, FeedbackError, FeedbackTarget, TurnDesk, TurnError};

@@ -38,6 +38,31 @@ pub enum CollectEvent {
         /// The last main turn without a next state.
         open_turn: Option<u32>,
     },
+    /// A user gave a turn feedback of their own.
+    Feedback {
+        /// The session.
+        session_id: String,
+        /// The turn.
+        turn_index: u32,
+        /// The reward, in [-1, 1].
+        reward: f32,
+        /// What the user wrote.
+        text: Option<String>,
+        /// Told whether the turn was still waiting to be judged (and now is, by the feedback).
+        reply: SyncSender<bool>,
+    },
+}
+
+/// What became of a feedback the buffer took.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FeedbackFate {
+    /// The turn was waiting to be judged: the feedback is its verdict, and it trains.
+    Judges,
+    /// The turn was already judged (or is being judged): the feedback is kept, not trained on.
+    TooLate,
+    /// Nothing collects turns here (`serve` alone, or collection too busy to answer): the
+    /// feedback is kept in the buffer, and a run that collects it judges the turn by it.
+    Kept,
 }
 
 /// Writes through the buffer and notifies collection.
@@ -129,6 +154,49 @@ impl Recorder {
             next_state,
         });
         Ok(())
+    }
+
+    /// Records a user's feedback on a turn, then asks collection whether it judges the turn
+    /// (waiting at most a few seconds for the answer).
+    pub fn feedback(
+        &self,
+        session_id: &str,
+        turn_index: u32,
+        turn_seq: u64,
+        reward: f32,
+        text: Option<String>,
+    ) -> Result<FeedbackFate> {
+        self.log.append(&Record::Feedback {
+            session_id: session_id.to_string(),
+            turn_index,
+            turn_seq: Some(turn_seq),
+            reward,
+            text: text.clone(),
+        })?;
+        let Some(sink) = &self.sink else {
+            return Ok(FeedbackFate::Kept);
+        };
+        let (reply, answer) = std::sync::mpsc::sync_channel(1);
+        let ev = CollectEvent::Feedback {
+            session_id: session_id.to_string(),
+            turn_index,
+            reward,
+            text,
+            reply,
+        };
+        if sink.try_send(ev).is_err() {
+            if let Some(count) = &self.dropped {
+                count();
+            }
+            return Ok(FeedbackFate::Kept);
+        }
+        Ok(
+            match answer.recv_timeout(std::time::Duration::from_secs(5)) {
+                Ok(true) => FeedbackFate::Judges,
+                Ok(false) => FeedbackFate::TooLate,
+                Err(_) => FeedbackFate::Kept,
+            },
+        )
     }
 
     /// Records the end of a session.

@@ -3,10 +3,11 @@
 //! anything is generated ([`TurnDesk::open`]); when its answer is done, the turn with its
 //! exact tokens is recorded before the client sees the end of it ([`TurnDesk::record`]).
 
-use crate::{Assignment, Closed, Recorder, SessionHints, SessionTracker};
+use crate::{Assignment, Closed, FeedbackFate, Recorder, SessionHints, SessionTracker};
 use openclaw_buffer::messages::to_abi;
 use openclaw_chat::ChatMessage;
 use openclaw_plugin_api::{Turn, TurnType};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -41,6 +42,72 @@ pub struct Answer<'a> {
     /// The grammar the reply was decoded under (structured outputs), by kind: the logprobs
     /// are then the masked distribution's, and the turn is not trained on.
     pub constraint: Option<&'static str>,
+    /// The id the client got (`chatcmpl-...`), by which it may give feedback.
+    pub completion_id: &'a str,
+}
+
+/// Which turn a feedback is for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FeedbackTarget {
+    /// The turn whose answer had this id.
+    Completion(String),
+    /// A session's turn, by index.
+    Turn {
+        /// The session.
+        session_id: String,
+        /// The turn's index in it.
+        turn_index: u32,
+    },
+}
+
+/// Why a feedback was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub enum FeedbackError {
+    /// No turn this server recorded since it started has that id or place.
+    Unknown(String),
+    /// The turn cannot be trained on (a side turn, or one decoded under a grammar).
+    NotTrainable(String),
+    /// The buffer did not take the record.
+    Unrecorded(String),
+}
+
+/// The most recorded turns a feedback can name (the oldest are forgotten first).
+const RECENT_TURNS: usize = 100_000;
+
+/// The turns recorded since the server started, for feedback to find them.
+#[derive(Debug, Default)]
+pub struct RecentTurns {
+    by_completion: HashMap<String, (String, u32)>,
+    by_turn: HashMap<(String, u32), (u64, bool)>,
+    order: VecDeque<(String, (String, u32))>,
+}
+
+impl RecentTurns {
+    fn add(&mut self, completion: &str, key: (String, u32), seq: u64, trainable: bool) {
+        if self.order.len() >= RECENT_TURNS {
+            if let Some((c, k)) = self.order.pop_front() {
+                self.by_completion.remove(&c);
+                self.by_turn.remove(&k);
+            }
+        }
+        self.by_completion
+            .insert(completion.to_string(), key.clone());
+        self.by_turn.insert(key.clone(), (seq, trainable));
+        self.order.push_back((completion.to_string(), key));
+    }
+
+    /// The turn a target names: (session, index, record's sequence number, trainable).
+    fn find(&self, target: &FeedbackTarget) -> Option<(String, u32, u64, bool)> {
+        let key = match target {
+            FeedbackTarget::Completion(id) => self.by_completion.get(id)?.clone(),
+            FeedbackTarget::Turn {
+                session_id,
+                turn_index,
+            } => (session_id.clone(), *turn_index),
+        };
+        let &(seq, trainable) = self.by_turn.get(&key)?;
+        Some((key.0, key.1, seq, trainable))
+    }
 }
 
 /// Session tracking and the recorder, as the server uses them for each request.
@@ -51,6 +118,8 @@ pub struct TurnDesk {
     pub recorder: Recorder,
     /// Record turns for training (`--enable-rl-intercept`); sessions are tracked either way.
     pub record_turns: bool,
+    /// The turns recorded since the start, for feedback to name.
+    pub recent: Mutex<RecentTurns>,
 }
 
 impl TurnDesk {
@@ -115,15 +184,55 @@ impl TurnDesk {
             // so the turn is kept (and its successor's next state) but not trained on.
             trainable: assignment.turn_type == TurnType::Main && answer.constraint.is_none(),
         };
+        let trainable = turn.trainable;
         let recorded = self
             .recorder
             .turn(turn, answer.constraint)
-            .map(|_| ())
+            .map(|seq| {
+                if let Ok(mut r) = self.recent.lock() {
+                    let key = (assignment.session_id.clone(), assignment.turn_index);
+                    r.add(answer.completion_id, key, seq, trainable);
+                }
+            })
             .map_err(|e| TurnError::Unrecorded(format!("cannot record the turn: {e:#}")));
         // The session is closed in memory either way; its end is recorded even if the turn
         // was not.
         let ended = closed.map_or(Ok(()), |c| self.record_closed(&c));
         recorded.and(ended)
+    }
+
+    /// Records a user's `reward` (in [-1, 1]) and `text` for the turn `target` names, and
+    /// tells what collection made of it.
+    pub fn feedback(
+        &self,
+        target: &FeedbackTarget,
+        reward: f32,
+        text: Option<String>,
+    ) -> Result<(String, u32, FeedbackFate), FeedbackError> {
+        let found = self.recent.lock().ok().and_then(|r| r.find(target));
+        let Some((session_id, turn_index, seq, trainable)) = found else {
+            return Err(FeedbackError::Unknown(
+                match target {
+                    FeedbackTarget::Completion(id) => {
+                        format!("no recorded turn has the completion id `{id}`")
+                    }
+                    FeedbackTarget::Turn {
+                        session_id,
+                        turn_index,
+                    } => format!("session `{session_id}` has no recorded turn {turn_index}"),
+                } + " (turns recorded since this server started, main or side, can be named)",
+            ));
+        };
+        if !trainable {
+            return Err(FeedbackError::NotTrainable(format!(
+                "turn {turn_index} of session `{session_id}` is not trained on (a side turn, or a reply decoded under a grammar)"
+            )));
+        }
+        let fate = self
+            .recorder
+            .feedback(&session_id, turn_index, seq, reward, text)
+            .map_err(|e| FeedbackError::Unrecorded(format!("cannot record the feedback: {e:#}")))?;
+        Ok((session_id, turn_index, fate))
     }
 
     fn record_closed(&self, c: &Closed) -> Result<(), TurnError> {

@@ -299,6 +299,24 @@ pub fn score_request(turn: Turn, session_closed: bool, judge: &JudgeSettings) ->
     }
 }
 
+/// The verdict of a user's own feedback on a turn (`POST /v1/feedback`): its reward is the
+/// score, as one vote, and its text the hint; the judge is not asked. A reward of 0 says
+/// nothing to learn, so it is not trainable.
+pub fn feedback_score(reward: f32, text: Option<&str>) -> openclaw_plugin_api::Score {
+    openclaw_plugin_api::Score {
+        value: reward,
+        trainable: reward != 0.0,
+        votes: vec![reward].into(),
+        invalid_votes: 0,
+        hint: text.map(Into::into).into(),
+        judge_text: "explicit feedback".into(),
+        metadata_json: serde_json::json!({"feedback": {"reward": reward, "text": text}})
+            .to_string()
+            .into(),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

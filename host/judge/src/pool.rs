@@ -21,6 +21,9 @@ pub struct JudgeJob {
     pub turn_seq: u64,
     /// What the reward plugin is asked.
     pub request: ScoreRequest,
+    /// A verdict already given (a user's explicit feedback, [`crate::feedback_score`]): the
+    /// reward plugin is not asked.
+    pub given: Option<Score>,
 }
 
 /// What became of a job.
@@ -153,6 +156,18 @@ fn run_job(
     closing: &std::sync::atomic::AtomicBool,
 ) -> JudgeOutcome {
     let start = Instant::now();
+    if let Some(score) = job.given.clone() {
+        metrics
+            .judged
+            .get_or_create(&Metrics::label("outcome", "feedback"))
+            .inc();
+        return JudgeOutcome {
+            job,
+            result: Ok(score),
+            attempts: 0,
+            elapsed: start.elapsed(),
+        };
+    }
     let mut attempts = 0;
     let mut backoff = opts.backoff;
     let result = loop {

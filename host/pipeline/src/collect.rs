@@ -3,7 +3,7 @@
 
 use openclaw_collect::CollectEvent;
 use openclaw_judge::pool::{JudgeJob, JudgePool};
-use openclaw_judge::score_request;
+use openclaw_judge::{feedback_score, score_request};
 use openclaw_metrics::Metrics;
 use openclaw_plugin_api::{JudgeSettings, Turn, TurnType};
 use std::collections::HashMap;
@@ -72,6 +72,7 @@ impl Collection {
                         ready.push(JudgeJob {
                             turn_seq: seq,
                             request: score_request(turn, true, &self.opts.judge),
+                            given: None,
                         });
                     }
                 }
@@ -86,6 +87,26 @@ impl Collection {
                     ready.push(JudgeJob {
                         turn_seq: seq,
                         request: score_request(turn, false, &self.opts.judge),
+                        given: None,
+                    });
+                }
+            }
+            CollectEvent::Feedback {
+                session_id,
+                turn_index,
+                reward,
+                text,
+                reply,
+            } => {
+                // The feedback is the verdict of a turn still waiting; a turn already judged (or
+                // in the judge pool's queue) keeps its verdict.
+                let waiting = self.pending.remove(&(session_id, turn_index));
+                let _ = reply.try_send(waiting.is_some());
+                if let Some((seq, turn)) = waiting {
+                    ready.push(JudgeJob {
+                        turn_seq: seq,
+                        request: score_request(turn, false, &self.opts.judge),
+                        given: Some(feedback_score(reward, text.as_deref())),
                     });
                 }
             }
@@ -98,6 +119,7 @@ impl Collection {
                         ready.push(JudgeJob {
                             turn_seq: seq,
                             request: score_request(turn, true, &self.opts.judge),
+                            given: None,
                         });
                     }
                 }

@@ -143,7 +143,7 @@ impl Producer for Replayed {
         for (seq, turn, score) in plan.to_sample {
             sinks.samples.resume_judged(seq, &turn, &score)?;
         }
-        for (seq, turn, closed) in plan.to_judge {
+        for (seq, turn, closed, given) in plan.to_judge {
             if stop.load(Ordering::SeqCst) {
                 return Ok(());
             }
@@ -152,6 +152,7 @@ impl Producer for Replayed {
                 .submit(JudgeJob {
                     turn_seq: seq,
                     request: score_request(turn, closed, &sinks.settings),
+                    given,
                 })
                 .map_err(|e| anyhow!(e))?;
         }

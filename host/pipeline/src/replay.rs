@@ -19,8 +19,8 @@ pub struct ReplayPlan {
     /// verdict).
     pub to_sample: Vec<(u64, Turn, Score)>,
     /// Turns to judge: (turn's sequence number, turn with its next state if any, session
-    /// closed or not).
-    pub to_judge: Vec<(u64, Turn, bool)>,
+    /// closed or not, the user's feedback when they gave one: the verdict then).
+    pub to_judge: Vec<(u64, Turn, bool, Option<Score>)>,
     /// Samples the checkpoint had consumed (skipped).
     pub already_trained: usize,
     /// Environment episode groups left unfinished.
@@ -73,6 +73,8 @@ pub fn replay(records: &[Envelope], consumed: &ConsumedState) -> ReplayPlan {
     let mut refs = TurnRefs::default();
     let mut next: HashMap<u64, NextState> = HashMap::new();
     let mut judged: HashMap<u64, Score> = HashMap::new();
+    // The first feedback on each turn: the one that judged it, had the host not stopped.
+    let mut feedback: HashMap<u64, Score> = HashMap::new();
     let mut sampled_turns: HashSet<u64> = HashSet::new();
     let mut sampled: HashSet<Key> = HashSet::new();
     let mut plan = ReplayPlan::default();
@@ -144,6 +146,19 @@ pub fn replay(records: &[Envelope], consumed: &ConsumedState) -> ReplayPlan {
                     g.episodes.push((**episode).clone());
                 }
             }
+            Record::Feedback {
+                session_id,
+                turn_index,
+                turn_seq,
+                reward,
+                text,
+            } => {
+                if let Some(q) = refs.resolve(*turn_seq, session_id, *turn_index) {
+                    feedback.entry(q).or_insert_with(|| {
+                        openclaw_judge::feedback_score(*reward, text.as_deref())
+                    });
+                }
+            }
             Record::SessionClosed { .. }
             | Record::Turn { .. }
             | Record::NextState { .. }
@@ -183,7 +198,8 @@ pub fn replay(records: &[Envelope], consumed: &ConsumedState) -> ReplayPlan {
             }
             None => {
                 let closed = turn.next_state.is_none();
-                plan.to_judge.push((seq, turn, closed));
+                let given = feedback.remove(&seq);
+                plan.to_judge.push((seq, turn, closed, given));
             }
         }
     }
@@ -303,7 +319,7 @@ mod tests {
         let judge: Vec<(&str, bool, bool)> = plan
             .to_judge
             .iter()
-            .map(|(_, t, closed)| (t.session_id.as_str(), t.next_state.is_some(), *closed))
+            .map(|(_, t, closed, _)| (t.session_id.as_str(), t.next_state.is_some(), *closed))
             .collect();
         assert_eq!(judge, vec![("d", true, false), ("e", false, true)]);
     }

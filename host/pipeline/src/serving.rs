@@ -135,6 +135,7 @@ where
                 sessions,
                 recorder,
                 record_turns: cfg.enable_rl_intercept,
+                recent: Default::default(),
             },
             metrics,
             admission: Arc::new(tokio::sync::Semaphore::new(

@@ -153,6 +153,7 @@ where
             response_logprobs: &g.logprobs,
             weight_version: g.weight_version,
             constraint: k.request.shape.as_ref().map(crate::protocol::Shape::kind),
+            completion_id: &k.id,
         };
         self.app
             .turns

@@ -19,6 +19,7 @@ pub mod answer;
 pub mod completions;
 pub mod dashboard;
 pub mod error;
+pub mod feedback;
 pub mod protocol;
 pub mod routes;
 pub mod text;

@@ -43,6 +43,7 @@ where
         .route("/v1/models", get(models::<B>))
         // A wildcard, so an id with a slash (`Qwen/Qwen3-0.6B`, as vLLM serves one) is found.
         .route("/v1/models/{*id}", get(model::<B>))
+        .route("/v1/feedback", post(crate::feedback::feedback::<B>))
         .route_layer(from_fn_with_state(app.clone(), admission::authorize::<B>));
     // The live dashboard, behind the API's key (an empty key is none).
     let dashboard = crate::dashboard::router(

@@ -91,6 +91,15 @@ enum DiskRecord<'a> {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         turn_seq: Option<u64>,
     },
+    Feedback {
+        session_id: Cow<'a, str>,
+        turn_index: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        turn_seq: Option<u64>,
+        reward: f32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        text: Option<Cow<'a, str>>,
+    },
     Episode {
         episode: Box<DiskEpisode<'a>>,
     },
@@ -586,6 +595,19 @@ impl<'a> From<&'a Record> for DiskRecord<'a> {
                 sample: Box::new((&**sample).into()),
                 turn_seq: *turn_seq,
             },
+            Record::Feedback {
+                session_id,
+                turn_index,
+                turn_seq,
+                reward,
+                text,
+            } => DiskRecord::Feedback {
+                session_id: Cow::Borrowed(session_id),
+                turn_index: *turn_index,
+                turn_seq: *turn_seq,
+                reward: *reward,
+                text: text.as_deref().map(Cow::Borrowed),
+            },
             Record::Episode { episode } => DiskRecord::Episode {
                 episode: Box::new((&**episode).into()),
             },
@@ -629,6 +651,19 @@ impl From<DiskRecord<'_>> for Record {
             DiskRecord::Sample { sample, turn_seq } => Record::Sample {
                 sample: Box::new((*sample).into()),
                 turn_seq,
+            },
+            DiskRecord::Feedback {
+                session_id,
+                turn_index,
+                turn_seq,
+                reward,
+                text,
+            } => Record::Feedback {
+                session_id: session_id.into_owned(),
+                turn_index,
+                turn_seq,
+                reward,
+                text: text.map(Cow::into_owned),
             },
             DiskRecord::Episode { episode } => Record::Episode {
                 episode: Box::new((*episode).into()),

@@ -62,6 +62,20 @@ pub enum Record {
         /// plugins' samples, which are keyed by their own unique ids).
         turn_seq: Option<u64>,
     },
+    /// What a user said of a turn themselves (`POST /v1/feedback`): a reward in [-1, 1] and
+    /// perhaps a text. Recorded before collection is told, so a restart judges the turn by it.
+    Feedback {
+        /// The session.
+        session_id: String,
+        /// The turn.
+        turn_index: u32,
+        /// The sequence number of the turn's record.
+        turn_seq: Option<u64>,
+        /// The reward, in [-1, 1] (thumbs up is 1, down -1).
+        reward: f32,
+        /// What the user wrote, if anything.
+        text: Option<String>,
+    },
     /// A finished environment episode, recorded before its group's samples are made.
     Episode {
         /// The episode.
@@ -129,6 +143,7 @@ impl Record {
             Record::Judgement { .. } => "judgement",
             Record::Sample { .. } => "sample",
             Record::Episode { .. } => "episode",
+            Record::Feedback { .. } => "feedback",
         }
     }
 }

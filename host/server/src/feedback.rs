@@ -1,0 +1,304 @@
+//! `POST /v1/feedback`: a user's own verdict on a turn, by the completion id their client got
+//! (or a session and turn index): a reward in [-1, 1] or a thumbs up or down, and perhaps a
+//! text. The buffer records it beside the turn; a turn still waiting for its next state is then
+//! judged by it (the feedback is its score, the judge is not asked) and trained on. AReaL's
+//! `/rl/set_reward` takes the same body (`completion_id`, `reward`).
+
+use crate::error::ApiError;
+use crate::App;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use burn::prelude::Backend;
+use openclaw_collect::{FeedbackError, FeedbackFate, FeedbackTarget};
+use openclaw_engine::Model;
+use serde_json::{json, Map, Value};
+use std::sync::Arc;
+
+/// The longest feedback text kept, in bytes.
+pub const MAX_TEXT: usize = 16 * 1024;
+
+/// A feedback body, checked.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FeedbackRequest {
+    /// The turn.
+    pub target: FeedbackTarget,
+    /// The reward, in [-1, 1].
+    pub reward: f32,
+    /// What the user wrote.
+    pub text: Option<String>,
+}
+
+/// Reads a feedback body; every refusal names the field.
+pub fn parse(body: &[u8]) -> Result<FeedbackRequest, ApiError> {
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::invalid(format!("The request body is not valid JSON: {e}"), None))?;
+    let Value::Object(mut o) = v else {
+        return Err(ApiError::invalid(
+            "The request body must be a JSON object.",
+            None,
+        ));
+    };
+    let bad = |m: String, p: &str| ApiError::invalid(m, Some(p));
+    let take_str = |o: &mut Map<String, Value>, k: &str| -> Result<Option<String>, ApiError> {
+        match o.remove(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(other) => Err(bad(format!("`{k}` must be a string, got {other}."), k)),
+        }
+    };
+    let completion = take_str(&mut o, "completion_id")?;
+    let session = take_str(&mut o, "session_id")?;
+    let index = match o.remove("turn_index") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .filter(|&i| i <= u32::MAX as u64)
+                .ok_or_else(|| {
+                    bad(
+                        format!("`turn_index` must be a turn's index (0 or more), got {v}."),
+                        "turn_index",
+                    )
+                })? as u32,
+        ),
+    };
+    let target = match (completion, session, index) {
+        (Some(c), None, None) => FeedbackTarget::Completion(c),
+        (None, Some(s), Some(i)) => FeedbackTarget::Turn {
+            session_id: s,
+            turn_index: i,
+        },
+        (None, Some(_), None) => {
+            return Err(bad("`session_id` needs `turn_index`, the turn of the session the feedback is for.".into(), "turn_index"))
+        }
+        (None, None, Some(_)) => {
+            return Err(bad("`turn_index` needs `session_id`.".into(), "session_id"))
+        }
+        (None, None, None) => {
+            return Err(bad("Name the turn: `completion_id` (the id of the answer), or `session_id` and `turn_index`.".into(), "completion_id"))
+        }
+        (Some(_), _, _) => {
+            return Err(bad("Name the turn one way: `completion_id`, or `session_id` and `turn_index`, not both.".into(), "completion_id"))
+        }
+    };
+    let thumbs = take_str(&mut o, "thumbs")?;
+    let reward = match (
+        o.remove("reward").filter(|v| !v.is_null()),
+        thumbs.as_deref(),
+    ) {
+        (Some(v), None) => {
+            let r = v
+                .as_f64()
+                .filter(|r| (-1.0..=1.0).contains(r))
+                .ok_or_else(|| {
+                    bad(
+                        format!("`reward` must be a number from -1 to 1, got {v}."),
+                        "reward",
+                    )
+                })?;
+            r as f32
+        }
+        (None, Some("up")) => 1.0,
+        (None, Some("down")) => -1.0,
+        (None, Some(other)) => {
+            return Err(bad(
+                format!("`thumbs` must be \"up\" or \"down\", got \"{other}\"."),
+                "thumbs",
+            ))
+        }
+        (None, None) => {
+            return Err(bad(
+                "Give `reward` (from -1 to 1) or `thumbs` (\"up\" or \"down\").".into(),
+                "reward",
+            ))
+        }
+        (Some(_), Some(_)) => {
+            return Err(bad("Give `reward` or `thumbs`, not both.".into(), "reward"))
+        }
+    };
+    let text = take_str(&mut o, "text")?;
+    if let Some(t) = &text {
+        if t.len() > MAX_TEXT {
+            return Err(bad(
+                format!("`text` is {} bytes; at most {MAX_TEXT} are kept.", t.len()),
+                "text",
+            ));
+        }
+    }
+    if let Some(k) = o.keys().next() {
+        return Err(bad(
+            format!("Unrecognized request argument supplied: {k}"),
+            k,
+        ));
+    }
+    Ok(FeedbackRequest {
+        target,
+        reward,
+        text,
+    })
+}
+
+/// The route.
+pub async fn feedback<B: Backend>(State(app): State<Arc<App<B>>>, request: Request) -> Response
+where
+    Model<B>: Send + Sync,
+{
+    match handle(app, request).await {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+async fn handle<B: Backend>(app: Arc<App<B>>, request: Request) -> Result<Response, ApiError>
+where
+    Model<B>: Send + Sync,
+{
+    let (parts, body) = request.into_parts();
+    let body = crate::admission::read_body(&app, &parts.headers, body).await?;
+    let f = parse(&body)?;
+    if !app.turns.record_turns {
+        return Err(ApiError::invalid(
+            "This server does not record turns (`--enable-rl-intercept false`), so there is nothing to give feedback on.",
+            None,
+        )
+        .with_code("not_recording"));
+    }
+    // Recording waits on the buffer and on collection's answer: not on an async thread.
+    let app2 = app.clone();
+    let (reward, text) = (f.reward, f.text.clone());
+    let target = f.target.clone();
+    let outcome = tokio::task::spawn_blocking(move || app2.turns.feedback(&target, reward, text))
+        .await
+        .map_err(|e| ApiError::internal(format!("feedback stopped: {e}")))?;
+    let (session_id, turn_index, fate) = outcome.map_err(|e| match e {
+        FeedbackError::Unknown(m) => ApiError {
+            status: StatusCode::NOT_FOUND,
+            message: m,
+            kind: "invalid_request_error",
+            param: Some(match f.target {
+                FeedbackTarget::Completion(_) => "completion_id".into(),
+                FeedbackTarget::Turn { .. } => "session_id".into(),
+            }),
+            code: Some("turn_not_found"),
+        },
+        FeedbackError::NotTrainable(m) => {
+            ApiError::invalid(m, None).with_code("turn_not_trainable")
+        }
+        FeedbackError::Unrecorded(m) => ApiError::unavailable(m),
+    })?;
+    let status = match fate {
+        FeedbackFate::Judges => "judged",
+        FeedbackFate::Kept => "recorded",
+        FeedbackFate::TooLate => {
+            return Err(ApiError {
+                status: StatusCode::CONFLICT,
+                message: format!(
+                    "Turn {turn_index} of session `{session_id}` was already judged (its next state came first, or an earlier feedback): this feedback is recorded but does not change its training."
+                ),
+                kind: "invalid_request_error",
+                param: None,
+                code: Some("turn_already_judged"),
+            })
+        }
+    };
+    Ok(Json(json!({
+        "object": "feedback",
+        "session_id": session_id,
+        "turn_index": turn_index,
+        "reward": reward,
+        "status": status,
+    }))
+    .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn param(body: Value) -> (String, String) {
+        let e = parse(body.to_string().as_bytes()).unwrap_err();
+        (e.param.unwrap_or_default(), e.message)
+    }
+
+    #[test]
+    fn a_feedback_names_one_turn_and_one_reward() {
+        let ok = |b: Value| parse(b.to_string().as_bytes()).unwrap();
+        let f = ok(json!({"completion_id": "chatcmpl-1", "thumbs": "down", "text": "too long"}));
+        assert_eq!(f.target, FeedbackTarget::Completion("chatcmpl-1".into()));
+        assert_eq!((f.reward, f.text.as_deref()), (-1.0, Some("too long")));
+        let f = ok(json!({"session_id": "s", "turn_index": 2, "reward": 0.5}));
+        assert_eq!(
+            f.target,
+            FeedbackTarget::Turn {
+                session_id: "s".into(),
+                turn_index: 2
+            }
+        );
+        assert_eq!(f.reward, 0.5);
+        assert_eq!(
+            ok(json!({"completion_id": "c", "thumbs": "up"})).reward,
+            1.0
+        );
+        for (body, p, words) in [
+            (json!({"reward": 1}), "completion_id", "Name the turn"),
+            (
+                json!({"completion_id": "c", "session_id": "s", "turn_index": 0, "reward": 1}),
+                "completion_id",
+                "one way",
+            ),
+            (
+                json!({"session_id": "s", "reward": 1}),
+                "turn_index",
+                "needs `turn_index`",
+            ),
+            (
+                json!({"session_id": "s", "turn_index": -1, "reward": 1}),
+                "turn_index",
+                "0 or more",
+            ),
+            (json!({"completion_id": "c"}), "reward", "Give `reward`"),
+            (
+                json!({"completion_id": "c", "reward": 2}),
+                "reward",
+                "from -1 to 1",
+            ),
+            (
+                json!({"completion_id": "c", "reward": "1"}),
+                "reward",
+                "from -1 to 1",
+            ),
+            (
+                json!({"completion_id": "c", "thumbs": "sideways"}),
+                "thumbs",
+                "\"up\" or \"down\"",
+            ),
+            (
+                json!({"completion_id": "c", "thumbs": "up", "reward": 1}),
+                "reward",
+                "not both",
+            ),
+            (
+                json!({"completion_id": 5, "reward": 1}),
+                "completion_id",
+                "must be a string",
+            ),
+            (
+                json!({"completion_id": "c", "reward": 1, "text": "x".repeat(MAX_TEXT + 1)}),
+                "text",
+                "at most",
+            ),
+            (
+                json!({"completion_id": "c", "reward": 1, "stars": 5}),
+                "stars",
+                "Unrecognized",
+            ),
+        ] {
+            let (got, message) = param(body);
+            assert_eq!(got, p, "{message}");
+            assert!(message.contains(words), "{message}");
+        }
+        assert!(parse(b"[1]").is_err());
+        assert!(parse(b"{").is_err());
+    }
+}

@@ -1009,3 +1009,98 @@ fn the_ai_sdk_holds_conversations_with_a_tool_against_the_built_in_model() {
     assert_eq!(r["passed"], 12, "{r}");
     assert!(r["maxPrompt"].as_u64().unwrap() > 512, "{r}");
 }
+
+#[test]
+fn a_session_key_makes_its_requests_one_session_and_ends_with_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let buffer = tmp.path().join("rl_buffer");
+    let server = start(&model, &buffer, &["--api-key", "admin-key"]);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let post = |path: &str, key: &str, body: Value| -> (u16, Value) {
+        let mut r = agent
+            .post(&format!("{}{path}", server.url))
+            .header("Authorization", &format!("Bearer {key}"))
+            .send_json(body)
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.body_mut().read_json().unwrap_or(Value::Null))
+    };
+    let (status, started) = post("/rl/start_session", "admin-key", serde_json::json!({}));
+    assert_eq!(status, 200, "{started}");
+    let (session, key) = (
+        started["session_id"].as_str().unwrap().to_string(),
+        started["api_key"].as_str().unwrap().to_string(),
+    );
+    // Two unrelated requests with the key: one session, turns 0 and 1.
+    for q in ["Describe the owl.", "List three fruits."] {
+        let (status, body) = post(
+            "/v1/chat/completions",
+            &key,
+            serde_json::json!({"messages": [{"role": "user", "content": q}], "max_tokens": 4}),
+        );
+        assert_eq!(status, 200, "{body}");
+    }
+    // The key is its session's only.
+    let (status, body) = post("/rl/start_session", &key, serde_json::json!({}));
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (403, &Value::from("session_key_not_allowed"))
+    );
+    let (status, body) = post(
+        "/v1/chat/completions",
+        &key,
+        serde_json::json!({"messages": [{"role": "user", "content": "x"}], "session_id": "other"}),
+    );
+    assert_eq!(
+        (status, body["error"]["param"].as_str()),
+        (400, Some("session_id")),
+        "{body}"
+    );
+    // AReaL's set_reward with the key and no turn: the session's latest. `serve` alone trains
+    // nothing, so it is recorded for a run to judge by.
+    let (status, body) = post("/rl/set_reward", &key, serde_json::json!({"reward": 0.5}));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (body["turn_index"].as_u64(), body["status"].as_str()),
+        (Some(1), Some("recorded"))
+    );
+    let (status, body) = post("/rl/end_session", &key, serde_json::json!({}));
+    assert_eq!(
+        (status, body["status"].as_str()),
+        (200, Some("ended")),
+        "{body}"
+    );
+    let (status, _) = post(
+        "/v1/chat/completions",
+        &key,
+        serde_json::json!({"messages": [{"role": "user", "content": "x"}]}),
+    );
+    assert_eq!(status, 401, "an ended session's key is revoked");
+    let (status, body) = post(
+        "/rl/end_session",
+        "admin-key",
+        serde_json::json!({"session_id": session}),
+    );
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (404, Some("session_not_found"))
+    );
+
+    drop(server);
+    let sessions = export(&buffer);
+    let s = sessions
+        .iter()
+        .find(|s| s["session_id"] == session.as_str())
+        .expect("the session");
+    assert_eq!(s["turns"].as_array().unwrap().len(), 2, "{s}");
+    let records = openclaw_buffer::Log::read_all(&buffer).unwrap().records;
+    assert!(records.iter().any(|e| matches!(&e.record,
+        openclaw_buffer::Record::Feedback { session_id, turn_index: 1, reward, .. }
+            if *session_id == session && *reward == 0.5)));
+    assert!(records.iter().any(|e| matches!(&e.record,
+        openclaw_buffer::Record::SessionClosed { session_id, .. } if *session_id == session)));
+}

@@ -58,6 +58,8 @@ pub enum FeedbackTarget {
         /// The turn's index in it.
         turn_index: u32,
     },
+    /// A session's latest recorded turn.
+    Latest(String),
 }
 
 /// Why a feedback was refused.
@@ -79,6 +81,7 @@ const RECENT_TURNS: usize = 100_000;
 pub struct RecentTurns {
     by_completion: HashMap<String, (String, u32)>,
     by_turn: HashMap<(String, u32), (u64, bool)>,
+    latest: HashMap<String, u32>,
     order: VecDeque<(String, (String, u32))>,
 }
 
@@ -87,12 +90,16 @@ impl RecentTurns {
         if self.order.len() >= RECENT_TURNS {
             if let Some((c, k)) = self.order.pop_front() {
                 self.by_completion.remove(&c);
+                if self.latest.get(&k.0) == Some(&k.1) {
+                    self.latest.remove(&k.0);
+                }
                 self.by_turn.remove(&k);
             }
         }
         self.by_completion
             .insert(completion.to_string(), key.clone());
         self.by_turn.insert(key.clone(), (seq, trainable));
+        self.latest.insert(key.0.clone(), key.1);
         self.order.push_back((completion.to_string(), key));
     }
 
@@ -104,6 +111,9 @@ impl RecentTurns {
                 session_id,
                 turn_index,
             } => (session_id.clone(), *turn_index),
+            FeedbackTarget::Latest(session_id) => {
+                (session_id.clone(), *self.latest.get(session_id)?)
+            }
         };
         let &(seq, trainable) = self.by_turn.get(&key)?;
         Some((key.0, key.1, seq, trainable))
@@ -220,6 +230,9 @@ impl TurnDesk {
                         session_id,
                         turn_index,
                     } => format!("session `{session_id}` has no recorded turn {turn_index}"),
+                    FeedbackTarget::Latest(session_id) => {
+                        format!("session `{session_id}` has no recorded turn")
+                    }
                 } + " (turns recorded since this server started, main or side, can be named)",
             ));
         };
@@ -233,6 +246,20 @@ impl TurnDesk {
             .feedback(&session_id, turn_index, seq, reward, text)
             .map_err(|e| FeedbackError::Unrecorded(format!("cannot record the feedback: {e:#}")))?;
         Ok((session_id, turn_index, fate))
+    }
+
+    /// Ends a session on its client's word (`/rl/end_session`): its end is recorded, and its
+    /// last turn without a next state is judged as the last of the session.
+    pub fn end_session(&self, session_id: &str) -> Result<(), TurnError> {
+        let closed = self
+            .sessions
+            .lock()
+            .map_err(|_| TurnError::Poisoned)?
+            .close(session_id, "done");
+        match closed {
+            Some(c) if self.record_turns => self.record_closed(&c),
+            _ => Ok(()),
+        }
     }
 
     fn record_closed(&self, c: &Closed) -> Result<(), TurnError> {

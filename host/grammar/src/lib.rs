@@ -338,7 +338,7 @@ mod tests {
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
             // Where the grammar may end or go on, either, by a coin.
-            if allowed.contains(&end) && (allowed.len() == 1 || (state >> 40) % 2 == 0) {
+            if allowed.contains(&end) && (allowed.len() == 1 || (state >> 40).is_multiple_of(2)) {
                 return (tok.decode(&ids, false).unwrap(), true);
             }
             let allowed: Vec<u32> = allowed.into_iter().filter(|&t| t != end).collect();
@@ -487,7 +487,7 @@ mod tests {
         let bad = Shape::JsonSchema(
             json!({"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}}),
         );
-        let e = g.compile(&bad).err().expect("refused").to_string();
+        let e = g.compile(&bad).expect_err("refused").to_string();
         assert!(e.contains("nowhere"), "{e}");
     }
 }

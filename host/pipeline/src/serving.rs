@@ -130,6 +130,7 @@ where
         }));
         let sessions = Arc::new(Mutex::new(tracker));
         let app = Arc::new(App {
+            session_keys: Default::default(),
             engine: engine.clone(),
             turns: TurnDesk {
                 sessions,

@@ -56,6 +56,17 @@ pub async fn authorize<B: Backend>(
         .headers()
         .get("authorization")
         .and_then(|v| v.to_str().ok());
+    // A key `/rl/start_session` issued: its requests are that session's.
+    let session = given
+        .and_then(openclaw_config::access::bearer)
+        .and_then(|k| app.session_keys.session_of(k));
+    if let Some(s) = session {
+        let mut request = request;
+        request
+            .extensions_mut()
+            .insert(crate::session_keys::SessionKey(s));
+        return next.run(request).await;
+    }
     match openclaw_config::access::refusal(given, &app.opts.api_key) {
         None => next.run(request).await,
         Some(why) => refuse(

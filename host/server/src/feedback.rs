@@ -22,8 +22,8 @@ pub const MAX_TEXT: usize = 16 * 1024;
 /// A feedback body, checked.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FeedbackRequest {
-    /// The turn.
-    pub target: FeedbackTarget,
+    /// The turn (none named: a session key's latest).
+    pub target: Option<FeedbackTarget>,
     /// The reward, in [-1, 1].
     pub reward: f32,
     /// What the user wrote.
@@ -64,23 +64,27 @@ pub fn parse(body: &[u8]) -> Result<FeedbackRequest, ApiError> {
         ),
     };
     let target = match (completion, session, index) {
-        (Some(c), None, None) => FeedbackTarget::Completion(c),
-        (None, Some(s), Some(i)) => FeedbackTarget::Turn {
+        (Some(c), None, None) => Some(FeedbackTarget::Completion(c)),
+        (None, Some(s), Some(i)) => Some(FeedbackTarget::Turn {
             session_id: s,
             turn_index: i,
-        },
+        }),
+        (None, None, None) => None,
         (None, Some(_), None) => {
-            return Err(bad("`session_id` needs `turn_index`, the turn of the session the feedback is for.".into(), "turn_index"))
+            return Err(bad(
+                "`session_id` needs `turn_index`, the turn of the session the feedback is for."
+                    .into(),
+                "turn_index",
+            ))
         }
         (None, None, Some(_)) => {
             return Err(bad("`turn_index` needs `session_id`.".into(), "session_id"))
         }
-        (None, None, None) => {
-            return Err(bad("Name the turn: `completion_id` (the id of the answer), or `session_id` and `turn_index`.".into(), "completion_id"))
-        }
-        (Some(_), _, _) => {
-            return Err(bad("Name the turn one way: `completion_id`, or `session_id` and `turn_index`, not both.".into(), "completion_id"))
-        }
+        (Some(_), _, _) => return Err(bad(
+            "Name the turn one way: `completion_id`, or `session_id` and `turn_index`, not both."
+                .into(),
+            "completion_id",
+        )),
     };
     let thumbs = take_str(&mut o, "thumbs")?;
     let reward = match (
@@ -156,7 +160,32 @@ where
 {
     let (parts, body) = request.into_parts();
     let body = crate::admission::read_body(&app, &parts.headers, body).await?;
-    let f = parse(&body)?;
+    let mut f = parse(&body)?;
+    let key = parts.extensions.get::<crate::session_keys::SessionKey>();
+    let target = match (f.target.take(), key) {
+        (Some(t), None) => t,
+        // A session key names its session's turns only.
+        (Some(t), Some(crate::session_keys::SessionKey(s))) => {
+            let own = match &t {
+                FeedbackTarget::Turn { session_id, .. } => session_id == s,
+                FeedbackTarget::Completion(_) | FeedbackTarget::Latest(_) => true,
+            };
+            if !own {
+                return Err(ApiError::invalid(
+                    format!("This key is session `{s}`'s; it cannot give feedback on another session's turns."),
+                    Some("session_id"),
+                ));
+            }
+            t
+        }
+        (None, Some(crate::session_keys::SessionKey(s))) => FeedbackTarget::Latest(s.clone()),
+        (None, None) => {
+            return Err(ApiError::invalid(
+                "Name the turn: `completion_id` (the id of the answer), or `session_id` and `turn_index` (with a session key, leave it out for the session's latest turn).",
+                Some("completion_id"),
+            ))
+        }
+    };
     if !app.turns.record_turns {
         return Err(ApiError::invalid(
             "This server does not record turns (`--enable-rl-intercept false`), so there is nothing to give feedback on.",
@@ -167,8 +196,8 @@ where
     // Recording waits on the buffer and on collection's answer: not on an async thread.
     let app2 = app.clone();
     let (reward, text) = (f.reward, f.text.clone());
-    let target = f.target.clone();
-    let outcome = tokio::task::spawn_blocking(move || app2.turns.feedback(&target, reward, text))
+    let target2 = target.clone();
+    let outcome = tokio::task::spawn_blocking(move || app2.turns.feedback(&target2, reward, text))
         .await
         .map_err(|e| ApiError::internal(format!("feedback stopped: {e}")))?;
     let (session_id, turn_index, fate) = outcome.map_err(|e| match e {
@@ -176,9 +205,9 @@ where
             status: StatusCode::NOT_FOUND,
             message: m,
             kind: "invalid_request_error",
-            param: Some(match f.target {
+            param: Some(match target {
                 FeedbackTarget::Completion(_) => "completion_id".into(),
-                FeedbackTarget::Turn { .. } => "session_id".into(),
+                FeedbackTarget::Turn { .. } | FeedbackTarget::Latest(_) => "session_id".into(),
             }),
             code: Some("turn_not_found"),
         },
@@ -225,23 +254,27 @@ mod tests {
     fn a_feedback_names_one_turn_and_one_reward() {
         let ok = |b: Value| parse(b.to_string().as_bytes()).unwrap();
         let f = ok(json!({"completion_id": "chatcmpl-1", "thumbs": "down", "text": "too long"}));
-        assert_eq!(f.target, FeedbackTarget::Completion("chatcmpl-1".into()));
+        assert_eq!(
+            f.target,
+            Some(FeedbackTarget::Completion("chatcmpl-1".into()))
+        );
         assert_eq!((f.reward, f.text.as_deref()), (-1.0, Some("too long")));
         let f = ok(json!({"session_id": "s", "turn_index": 2, "reward": 0.5}));
         assert_eq!(
             f.target,
-            FeedbackTarget::Turn {
+            Some(FeedbackTarget::Turn {
                 session_id: "s".into(),
                 turn_index: 2
-            }
+            })
         );
         assert_eq!(f.reward, 0.5);
+        // No turn named: a session key's latest (the route checks there is a key).
+        assert_eq!(ok(json!({"reward": 1})).target, None);
         assert_eq!(
             ok(json!({"completion_id": "c", "thumbs": "up"})).reward,
             1.0
         );
         for (body, p, words) in [
-            (json!({"reward": 1}), "completion_id", "Name the turn"),
             (
                 json!({"completion_id": "c", "session_id": "s", "turn_index": 0, "reward": 1}),
                 "completion_id",

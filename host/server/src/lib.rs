@@ -22,6 +22,7 @@ pub mod error;
 pub mod feedback;
 pub mod protocol;
 pub mod routes;
+pub mod session_keys;
 pub mod text;
 
 pub use routes::router;
@@ -72,6 +73,8 @@ impl ServerOptions {
 
 /// What the handlers share.
 pub struct App<B: Backend> {
+    /// Keys issued by `/rl/start_session`, each naming its session.
+    pub session_keys: session_keys::SessionKeys,
     /// The served model.
     pub engine: Arc<PolicyEngine<B>>,
     /// Sessions and the recorder: each request's turn, opened and recorded.

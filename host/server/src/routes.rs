@@ -44,6 +44,10 @@ where
         // A wildcard, so an id with a slash (`Qwen/Qwen3-0.6B`, as vLLM serves one) is found.
         .route("/v1/models/{*id}", get(model::<B>))
         .route("/v1/feedback", post(crate::feedback::feedback::<B>))
+        // AReaL's online-mode names.
+        .route("/rl/set_reward", post(crate::feedback::feedback::<B>))
+        .route("/rl/start_session", post(crate::session_keys::start::<B>))
+        .route("/rl/end_session", post(crate::session_keys::end::<B>))
         .route_layer(from_fn_with_state(app.clone(), admission::authorize::<B>));
     // The live dashboard, behind the API's key (an empty key is none).
     let dashboard = crate::dashboard::router(
@@ -351,8 +355,21 @@ where
         .ok_or_else(|| ApiError::internal("the chat route runs behind admission"))?;
     let (parts, body) = request.into_parts();
     let body = admission::read_body(&app, &parts.headers, body).await?;
-    let request = protocol::parse(&body, &parts.headers)?;
+    let mut request = protocol::parse(&body, &parts.headers)?;
     drop(body);
+    if let Some(crate::session_keys::SessionKey(s)) = parts.extensions.get() {
+        match &request.hints.session_id {
+            Some(named) if named != s => {
+                return Err(ApiError::invalid(
+                    format!(
+                        "This key is session `{s}`'s, but the request names session `{named}`."
+                    ),
+                    Some("session_id"),
+                ))
+            }
+            _ => request.hints.session_id = Some(s.clone()),
+        }
+    }
     let context = app.engine.context();
     if let Some(m) = &request.model {
         if !app.opts.serves(m) {

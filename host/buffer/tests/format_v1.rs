@@ -211,6 +211,26 @@ fn every_kind() -> Vec<Envelope> {
         Record::Episode {
             episode: Box::new(episode(false)),
         },
+        // Added to format 1 later, as optional parts and a new kind: the lines above keep
+        // their bytes, and these keep theirs.
+        Record::Turn {
+            turn: Box::new(turn(true, "", TurnType::Main)),
+            constraint: Some("json_schema".into()),
+        },
+        Record::Feedback {
+            session_id: "s1".into(),
+            turn_index: 3,
+            turn_seq: Some(1),
+            reward: -1.0,
+            text: Some("Too long.".into()),
+        },
+        Record::Feedback {
+            session_id: "s1".into(),
+            turn_index: 4,
+            turn_seq: None,
+            reward: 0.5,
+            text: None,
+        },
     ];
     records
         .into_iter()

@@ -1,5 +1,5 @@
-//! Fuzzing, bounded for CI: the three readers of bytes a stranger controls (a chat request's
-//! body, a buffer segment on disk, a GGUF file) take inputs mutated from the seed corpus kept
+//! Fuzzing, bounded for CI: the readers of bytes a stranger controls (a chat request's body, a
+//! feedback's body, a buffer segment on disk, a GGUF file) take inputs mutated from the seed corpus kept
 //! in `host/cli/tests/fuzz-corpus/` (flipped and overwritten bytes, cuts, insertions of bytes that
 //! parsers trip on, repeated spans) and must answer each with a value or an error: no panic,
 //! no abort on a huge length, no hang.
@@ -183,6 +183,17 @@ proptest! {
         timely(started, "parsing a request")?;
     }
 
+    /// The feedback parser answers any body with a feedback or a named 4xx.
+    #[test]
+    fn the_feedback_parser_answers_every_body(body in input("feedback")) {
+        let started = Instant::now();
+        match openclaw_server::feedback::parse(&body) {
+            Ok(f) => prop_assert!((-1.0..=1.0).contains(&f.reward)),
+            Err(e) => prop_assert!(e.status.is_client_error(), "{}: {}", e.status, e.message),
+        }
+        timely(started, "parsing a feedback")?;
+    }
+
     /// A buffer directory whose newest segment holds any bytes is opened (a torn tail cut) or
     /// refused with the damage named; `buffer check` reports on it either way.
     #[test]
@@ -233,6 +244,11 @@ fn every_seed_of_the_corpus_is_read_whole() {
     let headers = axum::http::HeaderMap::new();
     for (path, body) in corpus("requests") {
         if let Err(e) = openclaw_server::protocol::parse(&body, &headers) {
+            panic!("{}: {}", path.display(), e.message);
+        }
+    }
+    for (path, body) in corpus("feedback") {
+        if let Err(e) = openclaw_server::feedback::parse(&body) {
             panic!("{}: {}", path.display(), e.message);
         }
     }

@@ -1060,6 +1060,23 @@ fn a_session_key_makes_its_requests_one_session_and_ends_with_it() {
         (400, Some("session_id")),
         "{body}"
     );
+    // Another session's turn is not the key's to judge, even by its completion id.
+    let (status, other) = post(
+        "/v1/chat/completions",
+        "admin-key",
+        serde_json::json!({"messages": [{"role": "user", "content": "Explain gravity."}], "max_tokens": 4, "session_id": "someone-else"}),
+    );
+    assert_eq!(status, 200, "{other}");
+    let (status, body) = post(
+        "/rl/set_reward",
+        &key,
+        serde_json::json!({"completion_id": other["id"], "reward": -1}),
+    );
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("session_key_not_allowed")),
+        "{body}"
+    );
     // AReaL's set_reward with the key and no turn: the session's latest. `serve` alone trains
     // nothing, so it is recorded for a run to judge by.
     let (status, body) = post("/rl/set_reward", &key, serde_json::json!({"reward": 0.5}));
@@ -1067,6 +1084,17 @@ fn a_session_key_makes_its_requests_one_session_and_ends_with_it() {
     assert_eq!(
         (body["turn_index"].as_u64(), body["status"].as_str()),
         (Some(1), Some("recorded"))
+    );
+    // One feedback a turn: the first stands.
+    let (status, body) = post(
+        "/rl/set_reward",
+        &key,
+        serde_json::json!({"thumbs": "down"}),
+    );
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (409, Some("turn_already_judged")),
+        "{body}"
     );
     let (status, body) = post("/rl/end_session", &key, serde_json::json!({}));
     assert_eq!(

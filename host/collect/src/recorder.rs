@@ -60,9 +60,14 @@ pub enum FeedbackFate {
     Judges,
     /// The turn was already judged (or is being judged): the feedback is kept, not trained on.
     TooLate,
-    /// Nothing collects turns here (`serve` alone, or collection too busy to answer): the
-    /// feedback is kept in the buffer, and a run that collects it judges the turn by it.
+    /// Nothing collects turns here (`serve` alone, or collection stopped): the feedback is
+    /// kept in the buffer, and a run that collects it judges the turn by it.
     Kept,
+    /// Collection did not answer in time: the feedback is recorded, and judges the turn if it
+    /// still waits when collection gets to it.
+    Pending,
+    /// Collection's queue is full: nothing was recorded; ask again shortly.
+    Busy,
 }
 
 /// Writes through the buffer and notifies collection.
@@ -156,8 +161,9 @@ impl Recorder {
         Ok(())
     }
 
-    /// Records a user's feedback on a turn, then asks collection whether it judges the turn
-    /// (waiting at most a few seconds for the answer).
+    /// A user's feedback on a turn: collection is asked first whether it judges the turn by it
+    /// (waiting at most a few seconds), and the feedback is recorded unless it came too late
+    /// (or collection was too busy to be asked: nothing is recorded, and the caller retries).
     pub fn feedback(
         &self,
         session_id: &str,
@@ -166,14 +172,17 @@ impl Recorder {
         reward: f32,
         text: Option<String>,
     ) -> Result<FeedbackFate> {
-        self.log.append(&Record::Feedback {
-            session_id: session_id.to_string(),
-            turn_index,
-            turn_seq: Some(turn_seq),
-            reward,
-            text: text.clone(),
-        })?;
+        let record = |text: Option<String>| {
+            self.log.append(&Record::Feedback {
+                session_id: session_id.to_string(),
+                turn_index,
+                turn_seq: Some(turn_seq),
+                reward,
+                text,
+            })
+        };
         let Some(sink) = &self.sink else {
+            record(text)?;
             return Ok(FeedbackFate::Kept);
         };
         let (reply, answer) = std::sync::mpsc::sync_channel(1);
@@ -181,22 +190,34 @@ impl Recorder {
             session_id: session_id.to_string(),
             turn_index,
             reward,
-            text,
+            text: text.clone(),
             reply,
         };
-        if sink.try_send(ev).is_err() {
-            if let Some(count) = &self.dropped {
-                count();
+        match sink.try_send(ev) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                if let Some(count) = &self.dropped {
+                    count();
+                }
+                return Ok(FeedbackFate::Busy);
             }
-            return Ok(FeedbackFate::Kept);
+            // Collection has stopped: the buffer keeps it for the next start.
+            Err(TrySendError::Disconnected(_)) => {
+                record(text)?;
+                return Ok(FeedbackFate::Kept);
+            }
         }
-        Ok(
-            match answer.recv_timeout(std::time::Duration::from_secs(5)) {
-                Ok(true) => FeedbackFate::Judges,
-                Ok(false) => FeedbackFate::TooLate,
-                Err(_) => FeedbackFate::Kept,
-            },
-        )
+        match answer.recv_timeout(std::time::Duration::from_secs(5)) {
+            Ok(false) => Ok(FeedbackFate::TooLate),
+            Ok(true) => {
+                record(text)?;
+                Ok(FeedbackFate::Judges)
+            }
+            Err(_) => {
+                record(text)?;
+                Ok(FeedbackFate::Pending)
+            }
+        }
     }
 
     /// Records the end of a session.

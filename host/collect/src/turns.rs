@@ -69,6 +69,10 @@ pub enum FeedbackError {
     Unknown(String),
     /// The turn cannot be trained on (a side turn, or one decoded under a grammar).
     NotTrainable(String),
+    /// The turn already had a feedback: the first one stands.
+    Given(String),
+    /// A session key named a turn of another session.
+    OtherSession(String),
     /// The buffer did not take the record.
     Unrecorded(String),
 }
@@ -80,7 +84,8 @@ const RECENT_TURNS: usize = 100_000;
 #[derive(Debug, Default)]
 pub struct RecentTurns {
     by_completion: HashMap<String, (String, u32)>,
-    by_turn: HashMap<(String, u32), (u64, bool)>,
+    /// (record's sequence number, trainable, feedback given).
+    by_turn: HashMap<(String, u32), (u64, bool, bool)>,
     latest: HashMap<String, u32>,
     order: VecDeque<(String, (String, u32))>,
 }
@@ -98,13 +103,17 @@ impl RecentTurns {
         }
         self.by_completion
             .insert(completion.to_string(), key.clone());
-        self.by_turn.insert(key.clone(), (seq, trainable));
-        self.latest.insert(key.0.clone(), key.1);
+        self.by_turn.insert(key.clone(), (seq, trainable, false));
+        // A session's latest trainable turn, which a session key's feedback names by default.
+        if trainable {
+            self.latest.insert(key.0.clone(), key.1);
+        }
         self.order.push_back((completion.to_string(), key));
     }
 
-    /// The turn a target names: (session, index, record's sequence number, trainable).
-    fn find(&self, target: &FeedbackTarget) -> Option<(String, u32, u64, bool)> {
+    /// The turn a target names: (session, index, record's sequence number, trainable,
+    /// feedback given).
+    fn find(&self, target: &FeedbackTarget) -> Option<(String, u32, u64, bool, bool)> {
         let key = match target {
             FeedbackTarget::Completion(id) => self.by_completion.get(id)?.clone(),
             FeedbackTarget::Turn {
@@ -115,8 +124,15 @@ impl RecentTurns {
                 (session_id.clone(), *self.latest.get(session_id)?)
             }
         };
-        let &(seq, trainable) = self.by_turn.get(&key)?;
-        Some((key.0, key.1, seq, trainable))
+        let &(seq, trainable, given) = self.by_turn.get(&key)?;
+        Some((key.0, key.1, seq, trainable, given))
+    }
+
+    /// Marks whether a turn has had its feedback.
+    fn set_given(&mut self, session_id: &str, turn_index: u32, given: bool) {
+        if let Some(t) = self.by_turn.get_mut(&(session_id.to_string(), turn_index)) {
+            t.2 = given;
+        }
     }
 }
 
@@ -212,17 +228,22 @@ impl TurnDesk {
     }
 
     /// Records a user's `reward` (in [-1, 1]) and `text` for the turn `target` names, and
-    /// tells what collection made of it.
+    /// tells what collection made of it. `owner`, for a request made with a session's key, is
+    /// the only session whose turns it may name. A turn takes one feedback: the first.
     pub fn feedback(
         &self,
         target: &FeedbackTarget,
+        owner: Option<&str>,
         reward: f32,
         text: Option<String>,
     ) -> Result<(String, u32, FeedbackFate), FeedbackError> {
-        let found = self.recent.lock().ok().and_then(|r| r.find(target));
-        let Some((session_id, turn_index, seq, trainable)) = found else {
-            return Err(FeedbackError::Unknown(
-                match target {
+        let (session_id, turn_index, seq) = {
+            let mut recent = self
+                .recent
+                .lock()
+                .map_err(|_| FeedbackError::Unrecorded("the turn table was poisoned".into()))?;
+            let Some((session_id, turn_index, seq, trainable, given)) = recent.find(target) else {
+                let what = match target {
                     FeedbackTarget::Completion(id) => {
                         format!("no recorded turn has the completion id `{id}`")
                     }
@@ -231,19 +252,42 @@ impl TurnDesk {
                         turn_index,
                     } => format!("session `{session_id}` has no recorded turn {turn_index}"),
                     FeedbackTarget::Latest(session_id) => {
-                        format!("session `{session_id}` has no recorded turn")
+                        format!("session `{session_id}` has no recorded turn to train")
                     }
-                } + " (turns recorded since this server started, main or side, can be named)",
-            ));
+                };
+                return Err(FeedbackError::Unknown(format!(
+                    "{what} (turns recorded since this server started can be named)"
+                )));
+            };
+            if owner.is_some_and(|o| o != session_id) {
+                return Err(FeedbackError::OtherSession(format!(
+                    "This key is session `{}`'s; the turn is another session's.",
+                    owner.unwrap_or_default()
+                )));
+            }
+            if !trainable {
+                return Err(FeedbackError::NotTrainable(format!(
+                    "turn {turn_index} of session `{session_id}` is not trained on (a side turn, or a reply decoded under a grammar)"
+                )));
+            }
+            if given {
+                return Err(FeedbackError::Given(format!(
+                    "turn {turn_index} of session `{session_id}` already had a feedback; the first one stands"
+                )));
+            }
+            recent.set_given(&session_id, turn_index, true);
+            (session_id, turn_index, seq)
         };
-        if !trainable {
-            return Err(FeedbackError::NotTrainable(format!(
-                "turn {turn_index} of session `{session_id}` is not trained on (a side turn, or a reply decoded under a grammar)"
-            )));
-        }
         let fate = self
             .recorder
-            .feedback(&session_id, turn_index, seq, reward, text)
+            .feedback(&session_id, turn_index, seq, reward, text);
+        if !matches!(fate, Ok(f) if f != FeedbackFate::Busy) {
+            // Nothing was recorded: the turn may take a feedback again.
+            if let Ok(mut r) = self.recent.lock() {
+                r.set_given(&session_id, turn_index, false);
+            }
+        }
+        let fate = fate
             .map_err(|e| FeedbackError::Unrecorded(format!("cannot record the feedback: {e:#}")))?;
         Ok((session_id, turn_index, fate))
     }

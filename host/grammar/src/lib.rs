@@ -72,12 +72,17 @@ impl Shape {
                 // the key order of the format the model was taught (Qwen's template).
                 let calls: Vec<Value> = tools
                     .iter()
-                    .map(|f| {
+                    .enumerate()
+                    .map(|(i, f)| {
+                        // The tool's schema sits at `/anyOf/i/properties/arguments` of the whole
+                        // grammar's: its local references are moved there with it.
+                        let mut arguments = closed(arguments_schema(&f.parameters));
+                        rebase_refs(&mut arguments, &format!("#/anyOf/{i}/properties/arguments"));
                         json!({
                             "type": "object",
                             "properties": {
                                 "name": {"const": f.name},
-                                "arguments": closed(arguments_schema(&f.parameters)),
+                                "arguments": arguments,
                             },
                             "required": ["name", "arguments"],
                             "additionalProperties": false,
@@ -123,7 +128,11 @@ fn closed(mut schema: Value) -> Value {
                 {
                     m.insert("additionalProperties".into(), Value::Bool(false));
                 }
-                m.values_mut().for_each(walk);
+                for (k, v) in m.iter_mut() {
+                    if !DATA_KEYWORDS.contains(&k.as_str()) {
+                        walk(v);
+                    }
+                }
             }
             Value::Array(items) => items.iter_mut().for_each(walk),
             _ => {}
@@ -132,6 +141,29 @@ fn closed(mut schema: Value) -> Value {
     walk(&mut schema);
     schema
 }
+
+/// Points every local `$ref` of a schema (`#`, `#/$defs/X`, ...) to the same place under
+/// `base`, where the schema now sits inside a larger one. Other references are left alone.
+fn rebase_refs(schema: &mut Value, base: &str) {
+    match schema {
+        Value::Object(m) => {
+            for (k, v) in m.iter_mut() {
+                match (k.as_str(), &*v) {
+                    ("$ref", Value::String(r)) if r.starts_with('#') => {
+                        *v = Value::String(format!("{base}{}", &r[1..]));
+                    }
+                    (k, _) if DATA_KEYWORDS.contains(&k) => {}
+                    _ => rebase_refs(v, base),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| rebase_refs(v, base)),
+        _ => {}
+    }
+}
+
+/// Keywords whose values are JSON data, not schemas: nothing inside them is rewritten.
+const DATA_KEYWORDS: &[&str] = &["const", "enum", "default", "examples"];
 
 /// `schema` with JSON written as `json.dumps` writes it (`": "` and `", "`, no other
 /// whitespace): a model may otherwise spend its tokens on whitespace the grammar allows.
@@ -479,6 +511,49 @@ mod tests {
             let v: Value = serde_json::from_str(&text).unwrap();
             assert_eq!(v.as_object().unwrap().len(), 1, "{text}");
         }
+    }
+
+    #[test]
+    fn a_tool_whose_parameters_refer_to_their_own_definitions_can_be_forced() {
+        let (tok, g) = builtin();
+        let tools = vec![
+            Function {
+                name: "other".into(),
+                parameters: json!({"type": "object", "properties": {}}),
+            },
+            Function {
+                name: "book".into(),
+                parameters: json!({
+                    "type": "object",
+                    "properties": {"when": {"$ref": "#/$defs/Day"}},
+                    "required": ["when"],
+                    "$defs": {"Day": {"enum": ["mon", "tue"]}},
+                }),
+            },
+        ];
+        let shape = Shape::ToolCalls {
+            tools,
+            parallel: false,
+        };
+        let mut booked = 0;
+        for seed in 0..12 {
+            let (text, done) = walk(&tok, &g, &shape, seed);
+            assert!(done, "{text}");
+            let parsed = openclaw_chat::OutputParser::parse(&text, Default::default());
+            let call = &parsed.tool_calls[0];
+            if call.name == "book" {
+                booked += 1;
+                let args: Value = serde_json::from_str(&call.arguments).unwrap();
+                assert!(
+                    ["mon", "tue"].contains(&args["when"].as_str().unwrap()),
+                    "{text}"
+                );
+            }
+        }
+        assert!(booked > 0);
+        // Data is not schema: a constant that looks like one is kept as it is.
+        let c = closed(json!({"const": {"properties": {"a": 1}}}));
+        assert_eq!(c, json!({"const": {"properties": {"a": 1}}}));
     }
 
     #[test]

@@ -161,24 +161,13 @@ where
     let (parts, body) = request.into_parts();
     let body = crate::admission::read_body(&app, &parts.headers, body).await?;
     let mut f = parse(&body)?;
-    let key = parts.extensions.get::<crate::session_keys::SessionKey>();
-    let target = match (f.target.take(), key) {
-        (Some(t), None) => t,
-        // A session key names its session's turns only.
-        (Some(t), Some(crate::session_keys::SessionKey(s))) => {
-            let own = match &t {
-                FeedbackTarget::Turn { session_id, .. } => session_id == s,
-                FeedbackTarget::Completion(_) | FeedbackTarget::Latest(_) => true,
-            };
-            if !own {
-                return Err(ApiError::invalid(
-                    format!("This key is session `{s}`'s; it cannot give feedback on another session's turns."),
-                    Some("session_id"),
-                ));
-            }
-            t
-        }
-        (None, Some(crate::session_keys::SessionKey(s))) => FeedbackTarget::Latest(s.clone()),
+    let owner = parts
+        .extensions
+        .get::<crate::session_keys::SessionKey>()
+        .map(|k| k.0.clone());
+    let target = match (f.target.take(), &owner) {
+        (Some(t), _) => t,
+        (None, Some(s)) => FeedbackTarget::Latest(s.clone()),
         (None, None) => {
             return Err(ApiError::invalid(
                 "Name the turn: `completion_id` (the id of the answer), or `session_id` and `turn_index` (with a session key, leave it out for the session's latest turn).",
@@ -197,9 +186,12 @@ where
     let app2 = app.clone();
     let (reward, text) = (f.reward, f.text.clone());
     let target2 = target.clone();
-    let outcome = tokio::task::spawn_blocking(move || app2.turns.feedback(&target2, reward, text))
-        .await
-        .map_err(|e| ApiError::internal(format!("feedback stopped: {e}")))?;
+    let outcome = tokio::task::spawn_blocking(move || {
+        app2.turns
+            .feedback(&target2, owner.as_deref(), reward, text)
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("feedback stopped: {e}")))?;
     let (session_id, turn_index, fate) = outcome.map_err(|e| match e {
         FeedbackError::Unknown(m) => ApiError {
             status: StatusCode::NOT_FOUND,
@@ -214,31 +206,53 @@ where
         FeedbackError::NotTrainable(m) => {
             ApiError::invalid(m, None).with_code("turn_not_trainable")
         }
+        FeedbackError::Given(m) => conflict(m),
+        FeedbackError::OtherSession(m) => ApiError {
+            status: StatusCode::FORBIDDEN,
+            message: m,
+            kind: "invalid_request_error",
+            param: None,
+            code: Some("session_key_not_allowed"),
+        },
         FeedbackError::Unrecorded(m) => ApiError::unavailable(m),
     })?;
-    let status = match fate {
-        FeedbackFate::Judges => "judged",
-        FeedbackFate::Kept => "recorded",
+    let (code, status) = match fate {
+        FeedbackFate::Judges => (StatusCode::OK, "judged"),
+        FeedbackFate::Kept => (StatusCode::OK, "recorded"),
+        FeedbackFate::Pending => (StatusCode::ACCEPTED, "pending"),
+        FeedbackFate::Busy => {
+            return Err(ApiError::busy(
+                "Collection is busy and did not take the feedback (nothing was recorded); retry shortly.",
+            ))
+        }
         FeedbackFate::TooLate => {
-            return Err(ApiError {
-                status: StatusCode::CONFLICT,
-                message: format!(
-                    "Turn {turn_index} of session `{session_id}` was already judged (its next state came first, or an earlier feedback): this feedback is recorded but does not change its training."
-                ),
-                kind: "invalid_request_error",
-                param: None,
-                code: Some("turn_already_judged"),
-            })
+            return Err(conflict(format!(
+                "Turn {turn_index} of session `{session_id}` was already judged (its next state came first): the feedback is not recorded."
+            )))
         }
     };
-    Ok(Json(json!({
-        "object": "feedback",
-        "session_id": session_id,
-        "turn_index": turn_index,
-        "reward": reward,
-        "status": status,
-    }))
-    .into_response())
+    Ok((
+        code,
+        Json(json!({
+            "object": "feedback",
+            "session_id": session_id,
+            "turn_index": turn_index,
+            "reward": reward,
+            "status": status,
+        })),
+    )
+        .into_response())
+}
+
+/// 409 `turn_already_judged`.
+fn conflict(message: String) -> ApiError {
+    ApiError {
+        status: StatusCode::CONFLICT,
+        message,
+        kind: "invalid_request_error",
+        param: None,
+        code: Some("turn_already_judged"),
+    }
 }
 
 #[cfg(test)]

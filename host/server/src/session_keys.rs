@@ -15,39 +15,59 @@ use openclaw_engine::Model;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
-/// The most session keys live at once; starting one more is refused until some end.
+/// The most session keys live at once; past it, keys unused for [`IDLE_KEY`] are dropped to
+/// make room, and starting a session is refused while none is.
 pub const MAX_SESSION_KEYS: usize = 10_000;
+
+/// How long a key may go unused before it may be dropped to make room for a new one.
+pub const IDLE_KEY: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// The session a request's key belongs to (set by the key layer, read by the handlers).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionKey(pub String);
 
-/// The live session keys: key to session.
+/// The live session keys: key to (session, last use).
 #[derive(Debug, Default)]
 pub struct SessionKeys {
-    keys: Mutex<HashMap<String, String>>,
+    keys: Mutex<HashMap<String, (String, Instant)>>,
+}
+
+/// Why a key was not issued.
+enum NoKey {
+    Exists,
+    Full,
 }
 
 impl SessionKeys {
-    /// The session of `key`, if it is a live session key.
+    /// The session of `key`, if it is a live session key (its use is noted).
     pub fn session_of(&self, key: &str) -> Option<String> {
-        self.keys.lock().ok()?.get(key).cloned()
+        let mut keys = self.keys.lock().ok()?;
+        let (session, used) = keys.get_mut(key)?;
+        *used = Instant::now();
+        Some(session.clone())
     }
 
-    /// A new key for `session`; `None` when [`MAX_SESSION_KEYS`] are live.
-    fn issue(&self, session: &str) -> Option<String> {
-        let mut keys = self.keys.lock().ok()?;
+    /// A new key for `session`, which must have none.
+    fn issue(&self, session: &str) -> Result<String, NoKey> {
+        let mut keys = self.keys.lock().map_err(|_| NoKey::Full)?;
+        if keys.values().any(|(s, _)| s == session) {
+            return Err(NoKey::Exists);
+        }
         if keys.len() >= MAX_SESSION_KEYS {
-            return None;
+            keys.retain(|_, (_, used)| used.elapsed() < IDLE_KEY);
+            if keys.len() >= MAX_SESSION_KEYS {
+                return Err(NoKey::Full);
+            }
         }
         let key = format!(
             "oc-sess-{:016x}{:016x}",
             rand::random::<u64>(),
             rand::random::<u64>()
         );
-        keys.insert(key.clone(), session.to_string());
-        Some(key)
+        keys.insert(key.clone(), (session.to_string(), Instant::now()));
+        Ok(key)
     }
 
     /// Revokes every key of `session`; returns whether there was one.
@@ -56,15 +76,8 @@ impl SessionKeys {
             return false;
         };
         let before = keys.len();
-        keys.retain(|_, s| s != session);
+        keys.retain(|_, (s, _)| s != session);
         keys.len() != before
-    }
-
-    /// Whether `session` has a live key.
-    fn has(&self, session: &str) -> bool {
-        self.keys
-            .lock()
-            .is_ok_and(|k| k.values().any(|s| s == session))
     }
 }
 
@@ -129,12 +142,21 @@ where
         if let Some(k) = o.keys().next() {
             return Err(ApiError::invalid(format!("Unrecognized request argument supplied: {k}"), Some(k)));
         }
-        if app.session_keys.has(&session) {
-            return Err(ApiError::invalid(format!("Session `{session}` already has a key."), Some("session_id")).with_code("session_exists"));
-        }
-        let api_key = app.session_keys.issue(&session).ok_or_else(|| {
-            ApiError::busy(&format!("{MAX_SESSION_KEYS} sessions have keys; end some first (POST /rl/end_session)."))
-        })?;
+        let api_key = match app.session_keys.issue(&session) {
+            Ok(k) => k,
+            Err(NoKey::Exists) => {
+                return Err(ApiError::invalid(
+                    format!("Session `{session}` already has a key."),
+                    Some("session_id"),
+                )
+                .with_code("session_exists"))
+            }
+            Err(NoKey::Full) => {
+                return Err(ApiError::busy(&format!(
+                    "{MAX_SESSION_KEYS} sessions have keys in use; end some first (POST /rl/end_session)."
+                )))
+            }
+        };
         Ok(Json(json!({"session_id": session, "api_key": api_key})).into_response())
     }
     .await;

@@ -1,5 +1,5 @@
 //! Fuzzing, bounded for CI: the readers of bytes a stranger controls (a chat request's body, a
-//! feedback's body, a buffer segment on disk, a GGUF file) take inputs mutated from the seed corpus kept
+//! legacy completion's, a feedback's, a buffer segment on disk, a GGUF file) take inputs mutated from the seed corpus kept
 //! in `host/cli/tests/fuzz-corpus/` (flipped and overwritten bytes, cuts, insertions of bytes that
 //! parsers trip on, repeated spans) and must answer each with a value or an error: no panic,
 //! no abort on a huge length, no hang.
@@ -183,6 +183,16 @@ proptest! {
         timely(started, "parsing a request")?;
     }
 
+    /// The legacy completions parser answers any body with a request or a named 4xx.
+    #[test]
+    fn the_completions_parser_answers_every_body(body in input("completions")) {
+        let started = Instant::now();
+        if let Err(e) = openclaw_server::protocol::parse_completion(&body) {
+            prop_assert!(e.status.is_client_error(), "{}: {}", e.status, e.message);
+        }
+        timely(started, "parsing a completion request")?;
+    }
+
     /// The feedback parser answers any body with a feedback or a named 4xx.
     #[test]
     fn the_feedback_parser_answers_every_body(body in input("feedback")) {
@@ -244,6 +254,11 @@ fn every_seed_of_the_corpus_is_read_whole() {
     let headers = axum::http::HeaderMap::new();
     for (path, body) in corpus("requests") {
         if let Err(e) = openclaw_server::protocol::parse(&body, &headers) {
+            panic!("{}: {}", path.display(), e.message);
+        }
+    }
+    for (path, body) in corpus("completions") {
+        if let Err(e) = openclaw_server::protocol::parse_completion(&body) {
             panic!("{}: {}", path.display(), e.message);
         }
     }

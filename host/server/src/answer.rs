@@ -163,6 +163,13 @@ where
 
     /// Counts the request's time and writes its log line.
     fn done(&self, g: &Generation) {
+        if let Some(openclaw_engine::StopMatch::Grammar(e)) = &g.stop {
+            // The reply ends where its grammar could not go on: it does not complete it.
+            tracing::warn!(
+                id = self.k.id.as_str(),
+                "a structured reply ended early, its grammar could not go on: {e}"
+            );
+        }
         self.app
             .metrics
             .request_seconds

@@ -88,13 +88,19 @@ fn run_client(cmd: &mut Command, server: &Server) -> Value {
     serde_json::from_str(out.lines().last().unwrap()).unwrap()
 }
 
-#[test]
-fn npm_and_python_openai_clients_work_and_every_turn_is_recorded() {
+/// The client scripts' folder, once the npm `package` they import is installed there.
+fn npm_clients(package: &str) -> PathBuf {
     let clients = workspace().join("tests/clients");
     assert!(
-        clients.join("node_modules/openai").is_dir(),
-        "the npm client is not installed: run `npm install --prefix tests/clients` (as .ci/run does)"
+        clients.join("node_modules").join(package).is_dir(),
+        "the npm package {package} is not installed: run `npm install --prefix tests/clients` (as .ci/run does)"
     );
+    clients
+}
+
+#[test]
+fn npm_and_python_openai_clients_work_and_every_turn_is_recorded() {
+    let clients = npm_clients("openai");
     let python = common::python();
     let tmp = tempfile::tempdir().unwrap();
     let model = tiny_model(tmp.path());
@@ -878,11 +884,7 @@ fn every_request_gets_one_log_line_without_its_content_or_key() {
 
 #[test]
 fn langchain_and_the_npm_client_get_replies_their_schemas_parse_and_turns_say_so() {
-    let clients = workspace().join("tests/clients");
-    assert!(
-        clients.join("node_modules/openai").is_dir(),
-        "the npm client is not installed: run `npm install --prefix tests/clients` (as .ci/run does)"
-    );
+    let clients = npm_clients("openai");
     let python = common::python();
     let tmp = tempfile::tempdir().unwrap();
     let model = tiny_model(tmp.path());
@@ -984,11 +986,7 @@ fn langchain_and_the_npm_client_get_replies_their_schemas_parse_and_turns_say_so
 
 #[test]
 fn the_ai_sdk_holds_conversations_with_a_tool_against_the_built_in_model() {
-    let clients = workspace().join("tests/clients");
-    assert!(
-        clients.join("node_modules/ai").is_dir(),
-        "the AI SDK is not installed: run `npm install --prefix tests/clients` (as .ci/run does)"
-    );
+    let clients = npm_clients("ai");
     let tmp = tempfile::tempdir().unwrap();
     let model = tmp.path().join("builtin");
     let o = host_command(tmp.path())

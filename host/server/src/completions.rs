@@ -83,11 +83,7 @@ where
     let body = admission::read_body(&app, &parts.headers, body).await?;
     let request: CompletionRequest = protocol::parse_completion(&body)?;
     drop(body);
-    if let Some(m) = &request.model {
-        if !app.opts.serves(m) {
-            return Err(ApiError::model_not_found(m));
-        }
-    }
+    app.opts.check_model(request.model.as_deref())?;
     let context = app.engine.context();
     let ids = prompt_ids(&app, request.prompt).await?;
     if ids.is_empty() {

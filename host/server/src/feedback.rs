@@ -32,14 +32,7 @@ pub struct FeedbackRequest {
 
 /// Reads a feedback body; every refusal names the field.
 pub fn parse(body: &[u8]) -> Result<FeedbackRequest, ApiError> {
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::invalid(format!("The request body is not valid JSON: {e}"), None))?;
-    let Value::Object(mut o) = v else {
-        return Err(ApiError::invalid(
-            "The request body must be a JSON object.",
-            None,
-        ));
-    };
+    let mut o: Map<String, Value> = crate::protocol::read_object(body)?;
     let bad = |m: String, p: &str| ApiError::invalid(m, Some(p));
     let take_str = |o: &mut Map<String, Value>, k: &str| -> Result<Option<String>, ApiError> {
         match o.remove(k) {

@@ -69,6 +69,15 @@ impl ServerOptions {
     pub fn serves(&self, id: &str) -> bool {
         id == self.served_model_name || self.aliases.iter().any(|a| a == id)
     }
+
+    /// A request's `model`, when it names one, must be the served model (OpenAI's 404
+    /// `model_not_found` otherwise).
+    pub fn check_model(&self, model: Option<&str>) -> Result<(), error::ApiError> {
+        match model {
+            Some(m) if !self.serves(m) => Err(error::ApiError::model_not_found(m)),
+            _ => Ok(()),
+        }
+    }
 }
 
 /// What the handlers share.

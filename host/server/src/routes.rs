@@ -371,11 +371,7 @@ where
         }
     }
     let context = app.engine.context();
-    if let Some(m) = &request.model {
-        if !app.opts.serves(m) {
-            return Err(ApiError::model_not_found(m));
-        }
-    }
+    app.opts.check_model(request.model.as_deref())?;
     // Rendering and tokenizing a long prompt is CPU work: off the async threads.
     let engine = app.engine.clone();
     let (messages, tools) = (request.messages.clone(), request.tools.clone());
@@ -418,7 +414,7 @@ where
     if prompt.ids.len() >= context {
         return Err(ApiError::context_length(context, prompt.ids.len()));
     }
-    let mut gen_request = generation_request(&app, prompt.ids.clone(), &request.sampling())?;
+    let mut gen_request = generation_request(&app, prompt.ids.clone(), &request.sampling)?;
     gen_request.top_logprobs = request.logprobs.unwrap_or(0);
     if let Some(shape) = request.shape.clone() {
         gen_request.constraint = Some(grammar(&app, shape).await?);
@@ -438,7 +434,7 @@ where
     });
     let pipeline = TextPipeline::new(
         app.engine.tokenizer.incremental_decoder(true),
-        &request.stop,
+        &request.sampling.stop,
         parser,
     );
     let keeper = Turnkeeper {

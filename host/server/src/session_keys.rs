@@ -95,17 +95,7 @@ where
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok((key, Default::default()));
     }
-    match serde_json::from_slice::<Value>(&body) {
-        Ok(Value::Object(o)) => Ok((key, o)),
-        Ok(_) => Err(ApiError::invalid(
-            "The request body must be a JSON object.",
-            None,
-        )),
-        Err(e) => Err(ApiError::invalid(
-            format!("The request body is not valid JSON: {e}"),
-            None,
-        )),
-    }
+    Ok((key, crate::protocol::read_object(&body)?))
 }
 
 fn forbidden(message: &str) -> ApiError {

@@ -41,18 +41,9 @@ pub struct ChatRequest {
     pub stream: bool,
     /// Stream options.
     pub include_usage: bool,
-    /// `max_completion_tokens`, else `max_tokens`.
-    pub max_tokens: Option<u32>,
-    /// Temperature.
-    pub temperature: Option<f32>,
-    /// Nucleus mass.
-    pub top_p: Option<f32>,
-    /// Top-k (an extension several servers accept).
-    pub top_k: Option<u32>,
-    /// Stop strings.
-    pub stop: Vec<String>,
-    /// Seed.
-    pub seed: Option<u64>,
+    /// Sampling (`max_completion_tokens`, else `max_tokens`, as the budget; top-k, an extension
+    /// several servers accept, among them).
+    pub sampling: Sampling,
     /// Tools (OpenAI `tools` array), when any and `tool_choice` is not `none`.
     pub tools: Option<Value>,
     /// `chat_template_kwargs` (vLLM): variables for the chat template, `enable_thinking` among
@@ -66,20 +57,6 @@ pub struct ChatRequest {
     pub shape: Option<Shape>,
     /// What the request says about its session.
     pub hints: SessionHints,
-}
-
-impl ChatRequest {
-    /// Its sampling settings, as a generation request takes them.
-    pub fn sampling(&self) -> Sampling {
-        Sampling {
-            max_tokens: self.max_tokens,
-            temperature: self.temperature,
-            top_p: self.top_p,
-            top_k: self.top_k,
-            stop: self.stop.clone(),
-            seed: self.seed,
-        }
-    }
 }
 
 /// What a request asks of sampling, after its checks: both endpoints' settings, each `None`
@@ -243,12 +220,14 @@ pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> 
         messages,
         stream,
         include_usage,
-        max_tokens,
-        temperature,
-        top_p,
-        top_k,
-        stop,
-        seed: uint(sent.seed, "seed")?,
+        sampling: Sampling {
+            max_tokens,
+            temperature,
+            top_p,
+            top_k,
+            stop,
+            seed: uint(sent.seed, "seed")?,
+        },
         tools,
         template_kwargs,
         logprobs,
@@ -258,8 +237,9 @@ pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> 
 }
 
 /// A body read into its wire type: JSON, and an object. Every field of a wire type takes any
-/// JSON, so an object always reads.
-fn read_object<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+/// JSON, so an object always reads. (Every endpoint's body goes through here, so each refuses
+/// a body that is not a JSON object with the same words.)
+pub(crate) fn read_object<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::invalid(format!("The request body is not valid JSON: {e}"), None))?;
     if !v.is_object() {

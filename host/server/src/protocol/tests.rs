@@ -32,7 +32,7 @@ fn what_a_stock_agent_client_sends_is_accepted() {
     });
     let r = parse(body.to_string().as_bytes(), &HeaderMap::new()).unwrap();
     assert!(r.stream && r.include_usage);
-    assert_eq!(r.max_tokens, Some(1));
+    assert_eq!(r.sampling.max_tokens, Some(1));
     assert_eq!(r.messages[1].text(), "session abc: list files");
     assert!(r.tools.is_some());
     assert_eq!(r.hints, SessionHints::default());
@@ -93,8 +93,14 @@ fn sampling_settings_not_implemented_are_refused_by_name_unless_neutral() {
 fn vllm_habits_top_k_minus_one_tool_choice_tool_schemas_and_template_kwargs() {
     let ok = |b: Value| parse(b.to_string().as_bytes(), &HeaderMap::new()).unwrap();
     let msgs = json!([{"role": "user", "content": "x"}]);
-    assert_eq!(ok(json!({"messages": msgs, "top_k": -1})).top_k, None);
-    assert_eq!(ok(json!({"messages": msgs, "top_k": 5})).top_k, Some(5));
+    assert_eq!(
+        ok(json!({"messages": msgs, "top_k": -1})).sampling.top_k,
+        None
+    );
+    assert_eq!(
+        ok(json!({"messages": msgs, "top_k": 5})).sampling.top_k,
+        Some(5)
+    );
     assert_eq!(
         param_of(json!({"messages": msgs, "top_k": -3}))
             .0
@@ -572,7 +578,7 @@ fn absent_content_text_parts_body_hints_and_tools_are_read_as_sent() {
     assert_eq!(r.hints.session_id.as_deref(), Some("42"));
     assert_eq!(r.hints.turn_type, Some(TurnType::Side));
     assert!(r.hints.done);
-    assert_eq!(r.stop, ["END"]);
+    assert_eq!(r.sampling.stop, ["END"]);
 }
 
 #[test]

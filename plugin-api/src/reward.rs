@@ -86,3 +86,35 @@ pub trait Reward: Send + Sync + 'static {
     /// Scores one turn.
     fn score(&self, request: &ScoreRequest) -> crate::PluginResult<Score>;
 }
+
+/// Merges valid votes: the most common value wins when its share of the votes is at least
+/// `threshold` and no other value has as many votes; otherwise (and with no votes) 0.
+///
+/// `[1, 1, -1]` with 0.5 gives 1; `[1, -1, 0]` gives 0 (a tie); `[1, 1, -1]` with 0.7 gives 0.
+/// Non-finite entries are not votes and are skipped.
+pub fn majority_vote(valid: &[f32], threshold: f32) -> f32 {
+    let votes: Vec<f32> = valid.iter().copied().filter(|v| v.is_finite()).collect();
+    if votes.is_empty() {
+        return 0.0;
+    }
+    let mut counts: Vec<(f32, usize)> = Vec::new();
+    for v in &votes {
+        match counts.iter_mut().find(|(value, _)| value == v) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((*v, 1)),
+        }
+    }
+    let top = counts.iter().map(|&(_, n)| n).max().unwrap_or(0);
+    let mut leaders = counts.iter().filter(|&&(_, n)| n == top);
+    let (winner, _) = *leaders.next().expect("at least one value was counted");
+    if leaders.next().is_some() {
+        return 0.0;
+    }
+    // IEEE division is correctly rounded, so a share exactly equal to the threshold compares
+    // equal (3 of 5 against 0.6).
+    if (top as f32) / (votes.len() as f32) >= threshold {
+        winner
+    } else {
+        0.0
+    }
+}

@@ -246,20 +246,25 @@ fn offline_training_is_a_pipeline_that_resumes_after_the_consumed_samples() {
     assert_eq!(pipeline.resumed.map(|r| r.consumed_through), Some(6));
 }
 
-/// `POST /v1/feedback`: a thumbs down on a turn with no next state is its verdict, and the step
-/// that trains it pushes its tokens down; feedback on a turn already judged, or on none, is
-/// refused by name; the buffer keeps the feedback that judged.
-#[test]
-fn a_thumbs_down_judges_a_turn_without_a_next_state_and_trains_it_down() {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path();
+/// A four-loop run of one-sample steps for feedback tests: `method` is a workspace plugin,
+/// `settings` replace or add to the test flags. Returns its handle and what each step reported.
+fn feedback_run(
+    dir: &Path,
+    method: &str,
+    settings: &[(&'static str, &str)],
+) -> (
+    openclaw_pipeline::PipelineHandle,
+    Arc<Mutex<Vec<openclaw_trainer::StepReport>>>,
+) {
     let model =
         openclaw_lab::default_model::ensure_default_model(&dir.join("home"), false).unwrap();
     let mut flags = run_flags(dir, &model, 1);
-    for (k, v) in flags.iter_mut() {
-        if *k == "rollout_batch_size" {
-            *v = "1".into();
-        }
+    flags.retain(|(k, _)| *k != "rollout_batch_size" && *k != "plugin");
+    flags.push(("rollout_batch_size", "1".into()));
+    flags.push(("plugin", workspace().join(method).display().to_string()));
+    for (k, v) in settings {
+        flags.retain(|(f, _)| f != k);
+        flags.push((k, v.to_string()));
     }
     let plugins = RunPlugins::load(|| inputs(&flags)).unwrap();
     let cfg = plugins.resolved.config.clone();
@@ -270,31 +275,79 @@ fn a_thumbs_down_judges_a_turn_without_a_next_state_and_trains_it_down() {
     let handle = pipeline
         .start(move |ev| observer.lock().unwrap().push(ev.report.clone()))
         .unwrap();
-    let url = handle.base_url().expect("the run serves");
+    (handle, seen)
+}
+
+/// Posts `body` to the run's `path` in session `session`: the status and the JSON answer.
+fn post_to(
+    url: &str,
+    session: &str,
+    path: &str,
+    body: serde_json::Value,
+) -> (u16, serde_json::Value) {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
         .into();
-    let post = |path: &str, body: serde_json::Value| -> (u16, serde_json::Value) {
-        let mut r = agent
-            .post(&format!("{url}{path}"))
-            .header("X-Session-Id", "fb")
-            .send_json(body)
-            .unwrap();
-        (r.status().as_u16(), r.body_mut().read_json().unwrap())
-    };
-    let (status, answer) = post(
+    let mut r = agent
+        .post(&format!("{url}{path}"))
+        .header("X-Session-Id", session)
+        .send_json(body)
+        .unwrap();
+    (r.status().as_u16(), r.body_mut().read_json().unwrap())
+}
+
+/// Asks the run one question in `session` and gives `feedback` on the answer: the feedback's
+/// answer.
+fn answer_then(
+    url: &str,
+    session: &str,
+    question: &str,
+    feedback: serde_json::Value,
+) -> serde_json::Value {
+    let (status, answer) = post_to(
+        url,
+        session,
         "/chat/completions",
-        serde_json::json!({"messages": [{"role": "user", "content": "Explain tides."}]}),
+        serde_json::json!({"messages": [{"role": "user", "content": question}]}),
     );
     assert_eq!(status, 200, "{answer}");
-    let id = answer["id"].as_str().unwrap().to_string();
-
-    let (status, body) = post(
-        "/feedback",
-        serde_json::json!({"completion_id": id, "thumbs": "down", "text": "Too long."}),
-    );
+    let mut feedback = feedback;
+    feedback["completion_id"] = answer["id"].clone();
+    let (status, body) = post_to(url, session, "/feedback", feedback);
     assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// Every verdict the buffer holds, in order.
+fn judgements(dir: &Path) -> Vec<openclaw_plugin_api::Score> {
+    Log::read_all(&dir.join("rl_buffer"))
+        .unwrap()
+        .records
+        .into_iter()
+        .filter_map(|e| match e.record {
+            Record::Judgement { score, .. } => Some(*score),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `POST /v1/feedback`: a thumbs down on a turn with no next state is its verdict, and the step
+/// that trains it pushes its tokens down; feedback on a turn already judged, or on none, is
+/// refused by name; the buffer keeps the feedback that judged.
+#[test]
+fn a_thumbs_down_judges_a_turn_without_a_next_state_and_trains_it_down() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (handle, seen) = feedback_run(dir, "methods/binary-rl", &[]);
+    let url = handle.base_url().expect("the run serves");
+    let post = |path: &str, body: serde_json::Value| post_to(&url, "fb", path, body);
+    let body = answer_then(
+        &url,
+        "fb",
+        "Explain tides.",
+        serde_json::json!({"thumbs": "down", "text": "Too long."}),
+    );
     assert_eq!(body["status"], "judged", "{body}");
     assert_eq!(
         (body["session_id"].as_str(), body["turn_index"].as_u64()),
@@ -333,15 +386,86 @@ fn a_thumbs_down_judges_a_turn_without_a_next_state_and_trains_it_down() {
         .collect();
     // The refused one left nothing.
     assert_eq!(feedback, [(-1.0, Some("Too long.".into()))]);
-    let judged: Vec<f32> = records
-        .iter()
-        .filter_map(|e| match &e.record {
-            Record::Judgement { score, .. } => Some(score.value),
-            _ => None,
-        })
-        .collect();
+    let judged: Vec<f32> = judgements(dir).iter().map(|s| s.value).collect();
     assert_eq!(judged, [-1.0]);
     assert!(records
         .iter()
         .any(|e| matches!(&e.record, Record::Sample { sample, .. } if sample.reward == -1.0)));
+}
+
+/// `--feedback beside`: the judge reads the feedback's text as the turn's next state and votes,
+/// and the user's reward counts as many votes as the judge casts. A thumbs up whose text the
+/// judge reads as a correction ties (nothing to learn); a thumbs down with a correction wins.
+#[test]
+fn feedback_beside_the_judge_votes_with_it_on_its_text() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (handle, seen) = feedback_run(dir, "methods/binary-rl", &[("feedback", "beside")]);
+    let url = handle.base_url().expect("the run serves");
+    let up = serde_json::json!({"thumbs": "up", "text": "Wrong, redo it."});
+    assert_eq!(
+        answer_then(&url, "a", "Explain tides.", up)["status"],
+        "judged"
+    );
+    let down = serde_json::json!({"thumbs": "down", "text": "That's not what I asked."});
+    assert_eq!(
+        answer_then(&url, "b", "Name a prime.", down)["status"],
+        "judged"
+    );
+    handle.wait();
+    handle.shutdown().unwrap();
+    let judged = judgements(dir);
+    let verdicts: Vec<(f32, usize, bool)> = judged
+        .iter()
+        .map(|s| (s.value, s.votes.len(), s.trainable))
+        .collect();
+    // The rule judge casts 3 votes (`--majority-vote-n`), the user 3 more.
+    assert_eq!(verdicts, [(0.0, 6, false), (-1.0, 6, true)], "{judged:?}");
+    let meta: serde_json::Value = serde_json::from_str(&judged[1].metadata_json).unwrap();
+    assert_eq!(meta["feedback"]["applied"], "beside", "{meta}");
+    assert_eq!(meta["judged"]["value"], -1.0, "{meta}");
+    let steps = seen_steps(&seen);
+    assert_eq!(steps, [1], "only the decided turn trains");
+}
+
+/// OPD learns from text: with `--feedback instead` a correction's text still reaches the
+/// method, as the turn's next state, so its hint judge takes the instruction as the hint and
+/// the teacher scores the response under it; the verdict's value is the user's.
+#[test]
+fn opd_takes_a_corrections_text_as_its_hint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (handle, seen) = feedback_run(dir, "methods/opd", &[]);
+    let url = handle.base_url().expect("the run serves");
+    let down = serde_json::json!({"thumbs": "down", "text": "Please answer in plain text, without markdown."});
+    assert_eq!(
+        answer_then(&url, "o", "Explain tides.", down)["status"],
+        "judged"
+    );
+    handle.wait();
+    handle.shutdown().unwrap();
+    let judged = judgements(dir);
+    assert_eq!(judged.len(), 1, "{judged:?}");
+    let s = &judged[0];
+    assert_eq!(s.value, -1.0);
+    let hint = s
+        .hint
+        .as_ref()
+        .map(|h| h.to_string())
+        .into_option()
+        .unwrap_or_default();
+    assert!(hint.contains("plain text"), "hint {hint:?}");
+    assert!(
+        s.teacher_logprobs.is_some(),
+        "the teacher scored the response"
+    );
+    assert_eq!(seen_steps(&seen), [1]);
+}
+
+fn seen_steps(seen: &Arc<Mutex<Vec<openclaw_trainer::StepReport>>>) -> Vec<u64> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .map(|r| r.samples as u64)
+        .collect()
 }

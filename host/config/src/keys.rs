@@ -508,6 +508,14 @@ pub const KEYS: &[KeySpec] = &[
         "OPD teacher: frozen (initial model) or current (the policy)",
     ),
     key(
+        "feedback",
+        Str,
+        "\"instead\"",
+        &[],
+        "feedback",
+        "explicit feedback: instead (the verdict) or beside (votes with the judge)",
+    ),
+    key(
         "distill_topk",
         Int,
         "50",

@@ -74,6 +74,8 @@ pub struct RunConfig {
     pub shutdown_grace: u64,
     pub max_failed_steps: u64,
     pub teacher: String,
+    /// What explicit feedback does: `instead` of the judge's votes or `beside` them.
+    pub feedback: String,
     pub distill_topk: u32,
     pub batch_timeout: u64,
     pub rollout_batch_size: u32,
@@ -256,6 +258,7 @@ const RULES: &[Rule] = &[
             .map(|e| format!("is not a regular expression: {e}"))
     }),
     ("teacher", |c| one_of(&c.teacher, &["frozen", "current"])),
+    ("feedback", |c| one_of(&c.feedback, &["instead", "beside"])),
     ("simulate_requests", |c| {
         (!(0.0..=1.0).contains(&c.simulate_requests)).then(|| "must be in [0, 1]".into())
     }),

@@ -1,12 +1,14 @@
 //! Judges: the models the methods' reward plugins ask, and the pool that runs them.
 
 pub mod endpoint;
+pub mod feedback;
 pub mod local;
 pub mod pool;
 pub mod rule;
 pub mod stats;
 
 pub use endpoint::{EndpointJudge, EndpointOptions};
+pub use feedback::{feedback_score, Feedback, FeedbackMode, FeedbackRule};
 
 use anyhow::{Context, Result};
 use burn::prelude::Backend;
@@ -296,24 +298,6 @@ pub fn score_request(turn: Turn, session_closed: bool, judge: &JudgeSettings) ->
         session_closed,
         judge: judge.clone(),
         turn,
-    }
-}
-
-/// The verdict of a user's own feedback on a turn (`POST /v1/feedback`): its reward is the
-/// score, as one vote, and its text the hint; the judge is not asked. A reward of 0 says
-/// nothing to learn, so it is not trainable.
-pub fn feedback_score(reward: f32, text: Option<&str>) -> openclaw_plugin_api::Score {
-    openclaw_plugin_api::Score {
-        value: reward,
-        trainable: reward != 0.0,
-        votes: vec![reward].into(),
-        invalid_votes: 0,
-        hint: text.map(Into::into).into(),
-        judge_text: "explicit feedback".into(),
-        metadata_json: serde_json::json!({"feedback": {"reward": reward, "text": text}})
-            .to_string()
-            .into(),
-        ..Default::default()
     }
 }
 

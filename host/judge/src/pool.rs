@@ -21,9 +21,9 @@ pub struct JudgeJob {
     pub turn_seq: u64,
     /// What the reward plugin is asked.
     pub request: ScoreRequest,
-    /// A verdict already given (a user's explicit feedback, [`crate::feedback_score`]): the
-    /// reward plugin is not asked.
-    pub given: Option<Score>,
+    /// A user's explicit feedback on the turn, and how it meets the reward plugin
+    /// ([`crate::FeedbackRule::job`]).
+    pub feedback: Option<crate::feedback::GivenFeedback>,
 }
 
 /// What became of a job.
@@ -156,7 +156,7 @@ fn run_job(
     closing: &std::sync::atomic::AtomicBool,
 ) -> JudgeOutcome {
     let start = Instant::now();
-    if let Some(score) = job.given.clone() {
+    if let Some(score) = job.feedback.as_ref().and_then(|f| f.verdict()) {
         metrics
             .judged
             .get_or_create(&Metrics::label("outcome", "feedback"))
@@ -173,7 +173,11 @@ fn run_job(
     let result = loop {
         attempts += 1;
         let r = score_within(reward, &job.request, opts.timeout, Some(metrics))
-            .and_then(|score| vote_given(score).map_err(str::to_string));
+            .and_then(|score| vote_given(score).map_err(str::to_string))
+            .map(|score| match &job.feedback {
+                Some(f) => f.merge(score, &job.request.judge),
+                None => score,
+            });
         match r {
             Ok(score) if score.value.is_finite() => break Ok(score),
             Ok(score) => {

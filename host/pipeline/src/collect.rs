@@ -3,7 +3,7 @@
 
 use openclaw_collect::CollectEvent;
 use openclaw_judge::pool::{JudgeJob, JudgePool};
-use openclaw_judge::{feedback_score, score_request};
+use openclaw_judge::{score_request, Feedback, FeedbackRule};
 use openclaw_metrics::Metrics;
 use openclaw_plugin_api::{JudgeSettings, Turn, TurnType};
 use std::collections::HashMap;
@@ -17,6 +17,8 @@ pub struct CollectionOptions {
     pub max_pending: usize,
     /// The judge settings each score request carries.
     pub judge: JudgeSettings,
+    /// What a user's explicit feedback does (`--feedback`).
+    pub feedback: FeedbackRule,
 }
 
 /// The collection loop's state.
@@ -72,7 +74,7 @@ impl Collection {
                         ready.push(JudgeJob {
                             turn_seq: seq,
                             request: score_request(turn, true, &self.opts.judge),
-                            given: None,
+                            feedback: None,
                         });
                     }
                 }
@@ -87,7 +89,7 @@ impl Collection {
                     ready.push(JudgeJob {
                         turn_seq: seq,
                         request: score_request(turn, false, &self.opts.judge),
-                        given: None,
+                        feedback: None,
                     });
                 }
             }
@@ -103,11 +105,12 @@ impl Collection {
                 let waiting = self.pending.remove(&(session_id, turn_index));
                 let _ = reply.try_send(waiting.is_some());
                 if let Some((seq, turn)) = waiting {
-                    ready.push(JudgeJob {
-                        turn_seq: seq,
-                        request: score_request(turn, false, &self.opts.judge),
-                        given: Some(feedback_score(reward, text.as_deref())),
-                    });
+                    ready.push(self.opts.feedback.job(
+                        seq,
+                        turn,
+                        Feedback { reward, text },
+                        &self.opts.judge,
+                    ));
                 }
             }
             CollectEvent::Closed {
@@ -119,7 +122,7 @@ impl Collection {
                         ready.push(JudgeJob {
                             turn_seq: seq,
                             request: score_request(turn, true, &self.opts.judge),
-                            given: None,
+                            feedback: None,
                         });
                     }
                 }
@@ -173,6 +176,7 @@ mod tests {
             CollectionOptions {
                 max_pending,
                 judge: JudgeSettings::default(),
+                feedback: FeedbackRule::default(),
             },
             Arc::new(Metrics::new()),
         )

@@ -14,7 +14,7 @@ use super::samples::{QueuedSample, SampleMaker};
 use anyhow::{anyhow, Result};
 use openclaw_collect::CollectEvent;
 use openclaw_judge::pool::{JudgeJob, JudgePool};
-use openclaw_judge::score_request;
+use openclaw_judge::{score_request, FeedbackRule};
 use openclaw_plugin_api::{JudgeSettings, TrainingSample};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
@@ -30,6 +30,8 @@ pub struct Sinks {
     pub samples: Arc<SampleMaker>,
     /// The judge settings every score request carries.
     pub settings: JudgeSettings,
+    /// What a user's explicit feedback does (`--feedback`).
+    pub feedback: FeedbackRule,
 }
 
 /// A source of turns or samples for the judge and training path.
@@ -143,18 +145,19 @@ impl Producer for Replayed {
         for (seq, turn, score) in plan.to_sample {
             sinks.samples.resume_judged(seq, &turn, &score)?;
         }
-        for (seq, turn, closed, given) in plan.to_judge {
+        for (seq, turn, closed, feedback) in plan.to_judge {
             if stop.load(Ordering::SeqCst) {
                 return Ok(());
             }
-            sinks
-                .judge
-                .submit(JudgeJob {
+            let job = match feedback {
+                Some(f) => sinks.feedback.job(seq, turn, f, &sinks.settings),
+                None => JudgeJob {
                     turn_seq: seq,
                     request: score_request(turn, closed, &sinks.settings),
-                    given,
-                })
-                .map_err(|e| anyhow!(e))?;
+                    feedback: None,
+                },
+            };
+            sinks.judge.submit(job).map_err(|e| anyhow!(e))?;
         }
         Ok(())
     }

@@ -6,6 +6,7 @@
 use super::train_loop::ConsumedState;
 use openclaw_buffer::record::{EpisodeEntry, Joined, TurnRefs};
 use openclaw_buffer::{Envelope, Record};
+use openclaw_judge::Feedback;
 use openclaw_plugin_api::{NextState, Score, TrainingSample, Turn, TurnType};
 use std::collections::BTreeMap;
 use std::collections::{HashMap, HashSet};
@@ -19,8 +20,8 @@ pub struct ReplayPlan {
     /// verdict).
     pub to_sample: Vec<(u64, Turn, Score)>,
     /// Turns to judge: (turn's sequence number, turn with its next state if any, session
-    /// closed or not, the user's feedback when they gave one: the verdict then).
-    pub to_judge: Vec<(u64, Turn, bool, Option<Score>)>,
+    /// closed or not, the user's first feedback when they gave one).
+    pub to_judge: Vec<(u64, Turn, bool, Option<Feedback>)>,
     /// Samples the checkpoint had consumed (skipped).
     pub already_trained: usize,
     /// Environment episode groups left unfinished.
@@ -74,7 +75,7 @@ pub fn replay(records: &[Envelope], consumed: &ConsumedState) -> ReplayPlan {
     let mut next: HashMap<u64, NextState> = HashMap::new();
     let mut judged: HashMap<u64, Score> = HashMap::new();
     // The first feedback on each turn: the one that judged it, had the host not stopped.
-    let mut feedback: HashMap<u64, Score> = HashMap::new();
+    let mut feedback: HashMap<u64, Feedback> = HashMap::new();
     let mut sampled_turns: HashSet<u64> = HashSet::new();
     let mut sampled: HashSet<Key> = HashSet::new();
     let mut plan = ReplayPlan::default();
@@ -154,8 +155,9 @@ pub fn replay(records: &[Envelope], consumed: &ConsumedState) -> ReplayPlan {
                 text,
             } => {
                 if let Some(q) = refs.resolve(*turn_seq, session_id, *turn_index) {
-                    feedback.entry(q).or_insert_with(|| {
-                        openclaw_judge::feedback_score(*reward, text.as_deref())
+                    feedback.entry(q).or_insert_with(|| Feedback {
+                        reward: *reward,
+                        text: text.clone(),
                     });
                 }
             }

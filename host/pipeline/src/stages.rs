@@ -37,7 +37,7 @@ use openclaw_episodes::setup::{open_env, read_tasks, run_tasks, EnvFiles};
 use openclaw_episodes::{EpisodeOptions, TimedEnv};
 use openclaw_judge::pool::{JudgePool, PoolOptions};
 use openclaw_judge::stats::JudgeStats;
-use openclaw_judge::{JudgeChoice, Judges};
+use openclaw_judge::{FeedbackMode, FeedbackRule, JudgeChoice, Judges};
 use openclaw_metrics::Metrics;
 use openclaw_plugin_api::host::PolicyService;
 use openclaw_plugin_api::{
@@ -409,6 +409,10 @@ where
             judge: pool,
             samples: maker,
             settings: openclaw_judge::settings(cfg),
+            feedback: FeedbackRule {
+                mode: FeedbackMode::parse(&cfg.feedback)?,
+                reads_text: plan.inputs.teacher_logprobs,
+            },
         },
         stats,
         to_train,
@@ -501,6 +505,7 @@ where
                 CollectionOptions {
                     max_pending: (cfg.max_sessions as usize).max(1),
                     judge: sinks.settings.clone(),
+                    feedback: sinks.feedback,
                 },
                 metrics.clone(),
             ),

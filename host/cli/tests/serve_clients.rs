@@ -1130,3 +1130,112 @@ fn a_session_key_makes_its_requests_one_session_and_ends_with_it() {
     assert!(records.iter().any(|e| matches!(&e.record,
         openclaw_buffer::Record::SessionClosed { session_id, .. } if *session_id == session)));
 }
+
+/// `n`: the Python client gets three choices whole and two streamed, each its own turn; the
+/// conversation goes on from the second choice, whose turn alone gets the next state; a
+/// feedback on an answer of several choices says which.
+#[test]
+fn several_choices_are_sibling_turns_and_the_one_continued_gets_the_next_state() {
+    let python = common::python();
+    let clients = workspace().join("tests/clients");
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let buffer = tmp.path().join("rl_buffer");
+    let server = start(&model, &buffer, &["--api-key", "test-key"]);
+    let py = run_client(
+        Command::new(&python).arg(clients.join("choices.py")),
+        &server,
+    );
+    let whole = &py["whole"];
+    assert_eq!(whole["indices"], serde_json::json!([0, 1, 2]), "{py}");
+    let texts: Vec<&str> = whole["texts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    let stream = &py["stream"];
+    assert_eq!(stream["texts"].as_array().unwrap().len(), 2, "{py}");
+    assert!(
+        stream["finishes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|f| ["length", "stop"].contains(&f.as_str().unwrap_or(""))),
+        "every choice finishes: {py}"
+    );
+
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let feedback = |body: Value| -> (u16, Value) {
+        let mut r = agent
+            .post(&format!("{}/v1/feedback", server.url))
+            .header("Authorization", "Bearer test-key")
+            .send_json(body)
+            .unwrap();
+        (r.status().as_u16(), r.body_mut().read_json().unwrap())
+    };
+    let (status, body) =
+        feedback(serde_json::json!({"completion_id": whole["id"], "thumbs": "up"}));
+    assert_eq!(
+        (
+            status,
+            body["error"]["code"].as_str(),
+            body["error"]["param"].as_str()
+        ),
+        (400, Some("choice_index_required"), Some("choice_index")),
+        "{body}"
+    );
+    let (status, body) = feedback(
+        serde_json::json!({"completion_id": whole["id"], "choice_index": 2, "thumbs": "up"}),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (body["session_id"].as_str(), body["turn_index"].as_u64()),
+        (Some("choices"), Some(2))
+    );
+    drop(server);
+
+    let sessions = export(&buffer);
+    let session = |id: &str| {
+        sessions
+            .iter()
+            .find(|s| s["session_id"] == id)
+            .unwrap_or_else(|| panic!("session {id}"))["turns"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let turns = session("choices");
+    assert_eq!(turns.len(), 4, "three choices and the follow-up");
+    let mut completion_tokens = 0;
+    let mut followed = Vec::new();
+    for (i, t) in turns[..3].iter().enumerate() {
+        assert_eq!(t["turn_index"], i, "{t}");
+        assert_eq!(t["response"]["content"], texts[i], "choice {i}'s turn");
+        assert_eq!(t["prompt"], turns[0]["prompt"], "one prompt");
+        completion_tokens += t["response_ids"].as_array().unwrap().len();
+        if let Some(ns) = t["next_state"]["content"].as_str() {
+            assert_eq!(ns, "Thanks, that helps a lot.");
+            followed.push(i);
+        }
+    }
+    // One turn goes on, and it said what the second choice said (the second itself unless a
+    // sibling said the same).
+    assert_eq!(followed.len(), 1, "{turns:?}");
+    assert_eq!(texts[followed[0]], texts[1]);
+    assert_eq!(
+        whole["completion_tokens"], completion_tokens,
+        "usage sums the choices"
+    );
+    assert_eq!(turns[3]["turn_index"], 3);
+    let streamed = session("streamed-choices");
+    assert_eq!(streamed.len(), 2);
+    let streamed_tokens: usize = streamed
+        .iter()
+        .map(|t| t["response_ids"].as_array().unwrap().len())
+        .sum();
+    assert_eq!(stream["completion_tokens"], streamed_tokens, "{py}");
+}

@@ -31,12 +31,13 @@ pub enum CollectEvent {
         /// What followed it.
         next_state: NextState,
     },
-    /// A session ended; `open_turn` never got a next state.
+    /// Turns that will get no next state: their session ended, or its client went on from a
+    /// sibling choice.
     Closed {
         /// The session.
         session_id: String,
-        /// The last main turn without a next state.
-        open_turn: Option<u32>,
+        /// The main turns left without a next state.
+        open_turns: Vec<u32>,
     },
     /// A user gave a turn feedback of their own.
     Feedback {
@@ -70,15 +71,23 @@ pub enum FeedbackFate {
     Busy,
 }
 
+/// The most recent main turns of a session a next state may follow: a request's choices
+/// (`n`, at most 8 at the server).
+const MAX_AWAITED: usize = 16;
+
+/// A session's latest main turns: (index, sequence number).
+type Latest = Vec<(u32, u64)>;
+
 /// Writes through the buffer and notifies collection.
 #[derive(Clone)]
 pub struct Recorder {
     log: Arc<Log>,
     sink: Option<SyncSender<CollectEvent>>,
     dropped: Option<Arc<dyn Fn() + Send + Sync>>,
-    /// Each live session's latest main turn (index, sequence number): the turn a next state
-    /// follows, so its record can name the turn's sequence number.
-    awaiting: Arc<Mutex<HashMap<String, (u32, u64)>>>,
+    /// Each live session's latest main turns (index, sequence number; several when a request
+    /// had several choices): the turn a next state follows, so its record can name the turn's
+    /// sequence number.
+    awaiting: Arc<Mutex<HashMap<String, Latest>>>,
 }
 
 impl Recorder {
@@ -123,7 +132,12 @@ impl Recorder {
         })?;
         if turn.turn_type == TurnType::Main {
             if let Ok(mut a) = self.awaiting.lock() {
-                a.insert(turn.session_id.to_string(), (turn.turn_index, seq));
+                let latest = a.entry(turn.session_id.to_string()).or_default();
+                // Sibling choices arrive in any order; older turns are never followed.
+                if latest.len() >= MAX_AWAITED {
+                    latest.remove(0);
+                }
+                latest.push((turn.turn_index, seq));
             }
         }
         self.notify(CollectEvent::Turn {
@@ -141,11 +155,11 @@ impl Recorder {
         next_state: NextState,
     ) -> Result<()> {
         let turn_seq = self.awaiting.lock().ok().and_then(|mut a| {
-            let (index, seq) = a.get(session_id).copied()?;
-            (index == turn_index).then(|| {
-                a.remove(session_id);
-                seq
-            })
+            let latest = a.remove(session_id)?;
+            latest
+                .iter()
+                .find(|(index, _)| *index == turn_index)
+                .map(|(_, seq)| *seq)
         });
         self.log.append(&Record::NextState {
             session_id: session_id.to_string(),
@@ -220,8 +234,21 @@ impl Recorder {
         }
     }
 
+    /// Tells collection that sibling choices will get no next state: the client went on from
+    /// another. Nothing is recorded: a turn without a next state is judged as the last of its
+    /// branch on replay too.
+    pub fn unfollowed(&self, session_id: &str, turns: &[u32]) {
+        if turns.is_empty() {
+            return;
+        }
+        self.notify(CollectEvent::Closed {
+            session_id: session_id.to_string(),
+            open_turns: turns.to_vec(),
+        });
+    }
+
     /// Records the end of a session.
-    pub fn closed(&self, session_id: &str, reason: &str, open_turn: Option<u32>) -> Result<()> {
+    pub fn closed(&self, session_id: &str, reason: &str, open_turns: &[u32]) -> Result<()> {
         if let Ok(mut a) = self.awaiting.lock() {
             a.remove(session_id);
         }
@@ -231,7 +258,7 @@ impl Recorder {
         })?;
         self.notify(CollectEvent::Closed {
             session_id: session_id.to_string(),
-            open_turn,
+            open_turns: open_turns.to_vec(),
         });
         Ok(())
     }
@@ -262,7 +289,7 @@ mod tests {
         rec.next_state("s", 1, ns()).unwrap();
         rec.turn(openclaw_buffer::testing::test_turn("t", 0), None)
             .unwrap();
-        rec.closed("t", "done", Some(0)).unwrap();
+        rec.closed("t", "done", &[0]).unwrap();
         rec.next_state("t", 0, ns()).unwrap();
         let read = Log::read_all(dir.path()).unwrap();
         let named: Vec<(String, Option<u64>)> = read

@@ -32,6 +32,13 @@
 //! summarises earlier messages (compaction) starts a new session unless it sends an id. A
 //! dropped tail is recognised only after the last assistant or tool message.
 //!
+//! A request for `n` choices takes `n` turn indices, one a choice, all main or all side: sibling
+//! turns of one prompt. The next request continues from the one whose reply it repeats (the
+//! first such when replies are identical), which gets the next state; the others get none, as
+//! if their session had ended there (their branch did). With an explicit id and no repeated
+//! history, the sibling is the one whose reply is the last assistant message before what the
+//! request adds; when none is, no sibling gets a next state.
+//!
 //! Concurrency, as defined here: turn indices are given in arrival order. A turn is linked to a
 //! next state only once its reply is known, so a request that arrives while an earlier turn of
 //! its session is still generating does not become that turn's next state; the earlier turn
@@ -70,8 +77,12 @@ pub struct Assignment {
     pub turn_type: TurnType,
     /// Whether the session was created by this request.
     pub new_session: bool,
+    /// Choices asked for (`n`): the request's turns are `turn_index..turn_index + choices`.
+    pub choices: u32,
     /// The previous main turn's next state, when this request supplies it.
     pub next_state: Option<(u32, NextState)>,
+    /// Sibling choices of that turn the client did not go on from: they get no next state.
+    pub unfollowed: Vec<u32>,
 }
 
 /// A session that ended, with the main turn left without a next state (judged without one).
@@ -81,8 +92,8 @@ pub struct Closed {
     pub session_id: String,
     /// `done`, `idle` or `evicted`.
     pub reason: &'static str,
-    /// The last main turn that never got a next state.
-    pub open_turn: Option<u32>,
+    /// The last main turn that never got a next state (with its sibling choices, if any).
+    pub open_turns: Vec<u32>,
 }
 
 /// Settings of the tracker.
@@ -99,10 +110,17 @@ pub struct TrackerOptions {
     pub id_pattern: Option<Regex>,
 }
 
-/// A completed main turn still waiting for its next state.
+/// A completed main turn (or the completed choices of one request) still waiting for its next
+/// state.
 #[derive(Clone, Debug)]
 struct Awaiting {
-    turn: u32,
+    /// The request's first turn index.
+    first: u32,
+    /// Each completed choice's turn and the key of its reply.
+    turns: Vec<(u32, u64)>,
+    /// Whether the request had one choice: its turn takes the next state whatever the request
+    /// repeats, as a single turn always has.
+    single: bool,
     /// Messages of its prompt plus reply.
     span: usize,
     /// The prompt's messages after its last assistant or tool message: what the next request
@@ -327,6 +345,19 @@ impl SessionTracker {
         messages: &[ChatMessage],
         now: Instant,
     ) -> (Assignment, Vec<Closed>) {
+        self.on_request_n(hints, messages, 1, now)
+    }
+
+    /// [`Self::on_request`] for a request of `choices` choices (at least 1), which takes as
+    /// many turn indices.
+    pub fn on_request_n(
+        &mut self,
+        hints: &SessionHints,
+        messages: &[ChatMessage],
+        choices: u32,
+        now: Instant,
+    ) -> (Assignment, Vec<Closed>) {
+        let choices = choices.max(1);
         let turn_type = hints.turn_type.unwrap_or(self.opts.default_turn_type);
         let keys = prefix_keys(messages);
         // The longest earlier history this request repeats (with something after it).
@@ -375,17 +406,19 @@ impl SessionTracker {
         let s = self.sessions.get_mut(&session_id).expect("present");
         s.last_active = now;
         let turn_index = s.next_turn;
-        s.next_turn += 1;
+        s.next_turn += choices;
         let mut next_state = None;
+        let mut unfollowed = Vec::new();
         if turn_type == TurnType::Main {
             if let Some(aw) = s.awaiting.clone() {
                 // What this request adds after the awaited turn: after the history it repeats,
                 // else (an explicit id) after the turn's span, else after the last assistant
                 // message.
-                let (start, dropped) = match &matched {
-                    Some((c, len)) if c.session_id == session_id && c.turn == aw.turn => {
-                        (*len, c.dropped)
-                    }
+                let repeated = matched.as_ref().filter(|(c, _)| {
+                    c.session_id == session_id && aw.turns.iter().any(|t| t.0 == c.turn)
+                });
+                let (start, dropped) = match repeated {
+                    Some((c, len)) => (*len, c.dropped),
                     _ if messages.len() > aw.span && explicit.is_some() => (aw.span, 0),
                     _ => (
                         messages
@@ -399,7 +432,27 @@ impl SessionTracker {
                 let dropped = &aw.droppable[aw.droppable.len() - dropped.min(aw.droppable.len())..];
                 let added = without_ephemeral(&messages[start.min(messages.len())..], dropped);
                 if let Some(ns) = next_state_of(added) {
-                    next_state = Some((aw.turn, ns));
+                    // The choice the client went on from: the one whose history it repeats,
+                    // else the one whose reply comes before what it adds (a single turn gets
+                    // the next state as before).
+                    let echoed = start
+                        .checked_sub(1)
+                        .and_then(|i| messages.get(i))
+                        .map(message_key);
+                    let chosen = match repeated {
+                        Some((c, _)) => Some(c.turn),
+                        None if aw.single => Some(aw.turns[0].0),
+                        None => aw.turns.iter().find(|t| Some(t.1) == echoed).map(|t| t.0),
+                    };
+                    if let Some(turn) = chosen {
+                        next_state = Some((turn, ns));
+                    }
+                    unfollowed = aw
+                        .turns
+                        .iter()
+                        .map(|t| t.0)
+                        .filter(|t| Some(*t) != chosen)
+                        .collect();
                     s.awaiting = None;
                 }
             }
@@ -410,7 +463,9 @@ impl SessionTracker {
                 turn_index,
                 turn_type,
                 new_session,
+                choices,
                 next_state,
+                unfollowed,
             },
             closed,
         )
@@ -425,6 +480,20 @@ impl SessionTracker {
         reply: &ChatMessage,
         now: Instant,
     ) {
+        self.on_choice(a, 0, messages, reply, now)
+    }
+
+    /// [`Self::on_response`] for choice `choice` of the request (its turn is
+    /// `a.turn_index + choice`).
+    pub fn on_choice(
+        &mut self,
+        a: &Assignment,
+        choice: u32,
+        messages: &[ChatMessage],
+        reply: &ChatMessage,
+        now: Instant,
+    ) {
+        let turn = a.turn_index + choice.min(a.choices.saturating_sub(1));
         let Some(s) = self.sessions.get_mut(&a.session_id) else {
             return; // closed meanwhile
         };
@@ -446,20 +515,28 @@ impl SessionTracker {
                 key,
                 Continuation {
                     session_id: a.session_id.clone(),
-                    turn: a.turn_index,
+                    turn,
                     dropped: n - k,
                 },
             );
             s.keys.push(key);
         }
         if a.turn_type == TurnType::Main {
-            let newer = s.awaiting.as_ref().is_none_or(|aw| aw.turn < a.turn_index);
-            if newer {
-                s.awaiting = Some(Awaiting {
-                    turn: a.turn_index,
-                    span: n + 1,
-                    droppable: messages[keep_from..].to_vec(),
-                });
+            let reply_key = message_key(reply);
+            match &mut s.awaiting {
+                // A sibling of the awaited choices.
+                Some(aw) if aw.first == a.turn_index => aw.turns.push((turn, reply_key)),
+                // An older request's, finished late: the newer turn stays awaited.
+                Some(aw) if aw.first > a.turn_index => {}
+                _ => {
+                    s.awaiting = Some(Awaiting {
+                        first: a.turn_index,
+                        turns: vec![(turn, reply_key)],
+                        single: a.choices == 1,
+                        span: n + 1,
+                        droppable: messages[keep_from..].to_vec(),
+                    })
+                }
             }
         }
     }
@@ -480,7 +557,10 @@ impl SessionTracker {
         Some(Closed {
             session_id: session_id.to_string(),
             reason,
-            open_turn: s.awaiting.map(|aw| aw.turn),
+            open_turns: s
+                .awaiting
+                .map(|aw| aw.turns.iter().map(|t| t.0).collect())
+                .unwrap_or_default(),
         })
     }
 
@@ -841,7 +921,7 @@ mod tests {
         );
         let closed = t.close("s1", "done").unwrap();
         assert_eq!(
-            closed.open_turn,
+            closed.open_turns.first().copied(),
             Some(2),
             "the last main turn had no next state"
         );
@@ -940,7 +1020,7 @@ mod tests {
             (
                 closed[0].session_id.as_str(),
                 closed[0].reason,
-                closed[0].open_turn
+                closed[0].open_turns.first().copied()
             ),
             (a.session_id.as_str(), "evicted", Some(0))
         );
@@ -956,5 +1036,76 @@ mod tests {
         ];
         let (again, _) = t.on_request(&none(), &msgs(&m), t0 + Duration::from_secs(63));
         assert!(again.new_session);
+    }
+
+    /// A request for 3 choices takes 3 turns; the next request goes on from the choice whose
+    /// reply it repeats, which alone gets the next state, and the others are unfollowed; an
+    /// explicit id finds the choice by its reply; a close lists every open choice.
+    #[test]
+    fn choices_are_sibling_turns_and_the_echoed_one_gets_the_next_state() {
+        let mut t = tracker(10);
+        let now = Instant::now();
+        let user = json!({"role": "user", "content": "Name a colour."});
+        let m1 = vec![user.clone()];
+        let (a, _) = t.on_request_n(&none(), &msgs(&m1), 3, now);
+        assert_eq!((a.turn_index, a.choices), (0, 3));
+        let reply = |text: &str| json!({"role": "assistant", "content": text});
+        // Choices finish in any order.
+        for (choice, text) in [(2, "Blue."), (0, "Red."), (1, "Green.")] {
+            t.on_choice(&a, choice, &msgs(&m1), &msg(&reply(text)), now);
+        }
+        let m2 = vec![
+            user.clone(),
+            reply("Green."),
+            json!({"role": "user", "content": "Why?"}),
+        ];
+        let (b, _) = t.on_request(&none(), &msgs(&m2), now);
+        assert_eq!(
+            (b.session_id.as_str(), b.turn_index),
+            (a.session_id.as_str(), 3)
+        );
+        let (turn, ns) = b
+            .next_state
+            .clone()
+            .expect("the echoed choice's next state");
+        assert_eq!((turn, ns.content.as_str()), (1, "Why?"));
+        assert_eq!(b.unfollowed, [2, 0]);
+
+        // With an explicit id and no repeated history, the choice is found by its reply.
+        let hints = SessionHints {
+            session_id: Some("x".into()),
+            ..none()
+        };
+        let (c, _) = t.on_request_n(&hints, &msgs(&m1), 2, now);
+        t.on_choice(&c, 0, &msgs(&m1), &msg(&reply("One.")), now);
+        t.on_choice(&c, 1, &msgs(&m1), &msg(&reply("Two.")), now);
+        let edited = vec![
+            json!({"role": "system", "content": "compacted"}),
+            reply("Two."),
+            json!({"role": "user", "content": "More."}),
+        ];
+        let (d, _) = t.on_request(&hints, &msgs(&edited), now);
+        assert_eq!(d.turn_index, 2);
+        assert_eq!(d.next_state.map(|(turn, _)| turn), Some(1));
+        assert_eq!(d.unfollowed, [0]);
+        // A reply no choice gave: no next state for either.
+        let (e, _) = t.on_request_n(&hints, &msgs(&m1), 2, now);
+        t.on_choice(&e, 0, &msgs(&m1), &msg(&reply("A.")), now);
+        t.on_choice(&e, 1, &msgs(&m1), &msg(&reply("B.")), now);
+        let other = vec![
+            user.clone(),
+            reply("C."),
+            json!({"role": "user", "content": "?"}),
+        ];
+        let (f, _) = t.on_request(&hints, &msgs(&other), now);
+        assert!(f.next_state.is_none());
+        assert_eq!(f.unfollowed, [3, 4]);
+        t.on_choice(&f, 0, &msgs(&other), &msg(&reply("D.")), now);
+        let (g, _) = t.on_request_n(&hints, &msgs(&m1), 2, now);
+        assert_eq!(g.turn_index, 6);
+        t.on_choice(&g, 1, &msgs(&m1), &msg(&reply("E.")), now);
+        t.on_choice(&g, 0, &msgs(&m1), &msg(&reply("F.")), now);
+        let closed = t.close("x", "done").unwrap();
+        assert_eq!(closed.open_turns, [7, 6]);
     }
 }

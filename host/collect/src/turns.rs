@@ -27,7 +27,10 @@ pub struct Answer<'a> {
     pub messages: &'a [ChatMessage],
     /// The request's tools (JSON), when it had any.
     pub tools: Option<&'a serde_json::Value>,
-    /// Whether the request ended its session (`session_done`).
+    /// Which of the request's choices this is (0 when it asked for one).
+    pub choice: u32,
+    /// Whether the request ended its session (`session_done`) and this is the last of its
+    /// choices to be recorded.
     pub done: bool,
     /// The prompt's token ids.
     pub prompt_ids: &'a [u32],
@@ -49,8 +52,9 @@ pub struct Answer<'a> {
 /// Which turn a feedback is for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FeedbackTarget {
-    /// The turn whose answer had this id.
-    Completion(String),
+    /// The turn whose answer had this id, and which of its choices (`choice_index`; required
+    /// when the answer had several).
+    Completion(String, Option<u32>),
     /// A session's turn, by index.
     Turn {
         /// The session.
@@ -67,6 +71,8 @@ pub enum FeedbackTarget {
 pub enum FeedbackError {
     /// No turn this server recorded since it started has that id or place.
     Unknown(String),
+    /// The answer had several choices and the feedback did not say which (`choice_index`).
+    WhichChoice(String),
     /// The turn cannot be trained on (a side turn, or one decoded under a grammar).
     NotTrainable(String),
     /// The turn already had a feedback: the first one stands.
@@ -83,15 +89,39 @@ const RECENT_TURNS: usize = 100_000;
 /// The turns recorded since the server started, for feedback to find them.
 #[derive(Debug, Default)]
 pub struct RecentTurns {
-    by_completion: HashMap<String, (String, u32)>,
+    /// (completion id, choice) → the choice's turn; with the answer's number of choices.
+    by_completion: HashMap<(String, u32), ((String, u32), u32)>,
     /// (record's sequence number, trainable, feedback given).
     by_turn: HashMap<(String, u32), (u64, bool, bool)>,
     latest: HashMap<String, u32>,
-    order: VecDeque<(String, (String, u32))>,
+    order: VecDeque<((String, u32), (String, u32))>,
+}
+
+/// A turn feedback names: (session, index, record's sequence number, trainable, feedback
+/// given).
+type Found = (String, u32, u64, bool, bool);
+
+/// A recorded turn, as [`RecentTurns`] learns of it.
+struct Recent<'a> {
+    completion: &'a str,
+    choice: u32,
+    choices: u32,
+    key: (String, u32),
+    seq: u64,
+    trainable: bool,
 }
 
 impl RecentTurns {
-    fn add(&mut self, completion: &str, key: (String, u32), seq: u64, trainable: bool) {
+    fn add(&mut self, t: Recent<'_>) {
+        let Recent {
+            completion,
+            choice,
+            choices,
+            key,
+            seq,
+            trainable,
+        } = t;
+        let completion = (completion.to_string(), choice);
         if self.order.len() >= RECENT_TURNS {
             if let Some((c, k)) = self.order.pop_front() {
                 self.by_completion.remove(&c);
@@ -102,30 +132,43 @@ impl RecentTurns {
             }
         }
         self.by_completion
-            .insert(completion.to_string(), key.clone());
+            .insert(completion.clone(), (key.clone(), choices));
         self.by_turn.insert(key.clone(), (seq, trainable, false));
         // A session's latest trainable turn, which a session key's feedback names by default.
         if trainable {
             self.latest.insert(key.0.clone(), key.1);
         }
-        self.order.push_back((completion.to_string(), key));
+        self.order.push_back((completion, key));
     }
 
-    /// The turn a target names: (session, index, record's sequence number, trainable,
-    /// feedback given).
-    fn find(&self, target: &FeedbackTarget) -> Option<(String, u32, u64, bool, bool)> {
+    /// The turn a target names; `Err` (the number of choices) when an answer of several
+    /// choices is named without one.
+    fn find(&self, target: &FeedbackTarget) -> Result<Option<Found>, u32> {
         let key = match target {
-            FeedbackTarget::Completion(id) => self.by_completion.get(id)?.clone(),
+            FeedbackTarget::Completion(id, choice) => {
+                let Some((key, choices)) =
+                    self.by_completion.get(&(id.clone(), choice.unwrap_or(0)))
+                else {
+                    return Ok(None);
+                };
+                if choice.is_none() && *choices > 1 {
+                    return Err(*choices);
+                }
+                key.clone()
+            }
             FeedbackTarget::Turn {
                 session_id,
                 turn_index,
             } => (session_id.clone(), *turn_index),
-            FeedbackTarget::Latest(session_id) => {
-                (session_id.clone(), *self.latest.get(session_id)?)
-            }
+            FeedbackTarget::Latest(session_id) => match self.latest.get(session_id) {
+                Some(i) => (session_id.clone(), *i),
+                None => return Ok(None),
+            },
         };
-        let &(seq, trainable, given) = self.by_turn.get(&key)?;
-        Some((key.0, key.1, seq, trainable, given))
+        Ok(self
+            .by_turn
+            .get(&key)
+            .map(|&(seq, trainable, given)| (key.0, key.1, seq, trainable, given)))
     }
 
     /// Marks whether a turn has had its feedback.
@@ -156,9 +199,19 @@ impl TurnDesk {
         hints: &SessionHints,
         messages: &[ChatMessage],
     ) -> Result<Assignment, TurnError> {
+        self.open_n(hints, messages, 1)
+    }
+
+    /// [`Self::open`] for a request of `choices` choices (`n`), which takes as many turns.
+    pub fn open_n(
+        &self,
+        hints: &SessionHints,
+        messages: &[ChatMessage],
+        choices: u32,
+    ) -> Result<Assignment, TurnError> {
         let (assignment, closed) = {
             let mut t = self.sessions.lock().map_err(|_| TurnError::Poisoned)?;
-            t.on_request(hints, messages, Instant::now())
+            t.on_request_n(hints, messages, choices, Instant::now())
         };
         if self.record_turns {
             for c in &closed {
@@ -169,6 +222,8 @@ impl TurnDesk {
                     .next_state(&assignment.session_id, *turn, ns.clone())
                     .map_err(|e| TurnError::Unrecorded(format!("cannot record: {e:#}")))?;
             }
+            self.recorder
+                .unfollowed(&assignment.session_id, &assignment.unfollowed);
         }
         Ok(assignment)
     }
@@ -178,7 +233,13 @@ impl TurnDesk {
     pub fn record(&self, assignment: &Assignment, answer: Answer) -> Result<(), TurnError> {
         let closed = match self.sessions.lock() {
             Ok(mut t) => {
-                t.on_response(assignment, answer.messages, &answer.reply, Instant::now());
+                t.on_choice(
+                    assignment,
+                    answer.choice,
+                    answer.messages,
+                    &answer.reply,
+                    Instant::now(),
+                );
                 answer
                     .done
                     .then(|| t.close(&assignment.session_id, "done"))
@@ -190,9 +251,10 @@ impl TurnDesk {
             return closed.map_or(Ok(()), |c| self.record_closed(&c));
         }
         let prompt_messages: Vec<_> = answer.messages.iter().map(to_abi).collect();
+        let turn_index = assignment.turn_index + answer.choice;
         let turn = Turn {
             session_id: assignment.session_id.as_str().into(),
-            turn_index: assignment.turn_index,
+            turn_index,
             turn_type: assignment.turn_type,
             prompt_messages: prompt_messages.into(),
             tools_json: answer
@@ -216,8 +278,14 @@ impl TurnDesk {
             .turn(turn, answer.constraint)
             .map(|seq| {
                 if let Ok(mut r) = self.recent.lock() {
-                    let key = (assignment.session_id.clone(), assignment.turn_index);
-                    r.add(answer.completion_id, key, seq, trainable);
+                    r.add(Recent {
+                        completion: answer.completion_id,
+                        choice: answer.choice,
+                        choices: assignment.choices,
+                        key: (assignment.session_id.clone(), turn_index),
+                        seq,
+                        trainable,
+                    });
                 }
             })
             .map_err(|e| TurnError::Unrecorded(format!("cannot record the turn: {e:#}")));
@@ -242,9 +310,18 @@ impl TurnDesk {
                 .recent
                 .lock()
                 .map_err(|_| FeedbackError::Unrecorded("the turn table was poisoned".into()))?;
-            let Some((session_id, turn_index, seq, trainable, given)) = recent.find(target) else {
+            let found = recent.find(target).map_err(|choices| {
+                FeedbackError::WhichChoice(format!(
+                    "the answer had {choices} choices: say which with `choice_index` (0 to {})",
+                    choices - 1
+                ))
+            })?;
+            let Some((session_id, turn_index, seq, trainable, given)) = found else {
                 let what = match target {
-                    FeedbackTarget::Completion(id) => {
+                    FeedbackTarget::Completion(id, Some(choice)) => {
+                        format!("no recorded turn has the completion id `{id}` and choice {choice}")
+                    }
+                    FeedbackTarget::Completion(id, None) => {
                         format!("no recorded turn has the completion id `{id}`")
                     }
                     FeedbackTarget::Turn {
@@ -308,7 +385,7 @@ impl TurnDesk {
 
     fn record_closed(&self, c: &Closed) -> Result<(), TurnError> {
         self.recorder
-            .closed(&c.session_id, c.reason, c.open_turn)
+            .closed(&c.session_id, c.reason, &c.open_turns)
             .map_err(|e| TurnError::Unrecorded(format!("cannot record: {e:#}")))
     }
 }

@@ -115,10 +115,10 @@ impl Collection {
             }
             CollectEvent::Closed {
                 session_id,
-                open_turn,
+                open_turns,
             } => {
-                if let Some(i) = open_turn {
-                    if let Some((seq, turn)) = self.pending.remove(&(session_id, i)) {
+                for i in open_turns {
+                    if let Some((seq, turn)) = self.pending.remove(&(session_id.clone(), i)) {
                         ready.push(JudgeJob {
                             turn_seq: seq,
                             request: score_request(turn, true, &self.opts.judge),
@@ -231,7 +231,7 @@ mod tests {
         });
         let jobs = c.on_event(CollectEvent::Closed {
             session_id: "s".into(),
-            open_turn: Some(1),
+            open_turns: vec![1],
         });
         assert_eq!(jobs.len(), 1);
         assert!(jobs[0].request.session_closed);

@@ -23,12 +23,13 @@ pub struct SampleMaker {
     stats: Option<Arc<JudgeStats>>,
 }
 
-/// The group of a turn's sample: one per session turn (a user sees one answer per turn, so
-/// group-relative baselines need several rollouts of one prompt, which live turns do not have).
-pub fn group_of(session_id: &str, turn_index: u32) -> u64 {
+/// The group of a turn's sample: the session and the exact prompt tokens. The choices of one
+/// request (`n` > 1) are rollouts of one prompt and share it, as group-relative baselines want;
+/// a single turn is a group of its own (a session's prompts grow turn by turn).
+pub fn group_of(turn: &Turn) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
-    session_id.hash(&mut h);
-    turn_index.hash(&mut h);
+    turn.session_id.as_str().hash(&mut h);
+    turn.prompt_ids.as_slice().hash(&mut h);
     h.finish()
 }
 
@@ -91,7 +92,7 @@ impl SampleMaker {
         turn: &Turn,
         score: &Score,
     ) -> Result<u64> {
-        let sample = sample_from(turn, score, group_of(&turn.session_id, turn.turn_index));
+        let sample = sample_from(turn, score, group_of(turn));
         let seq = self.log.append(&Record::Sample {
             sample: Box::new(sample.clone()),
             turn_seq: Some(turn_seq),

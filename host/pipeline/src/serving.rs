@@ -215,10 +215,11 @@ where
                 Err(_) => return,
             };
             for c in closed {
-                if let Err(e) = sweeper
-                    .turns
-                    .recorder
-                    .closed(&c.session_id, c.reason, c.open_turn)
+                if let Err(e) =
+                    sweeper
+                        .turns
+                        .recorder
+                        .closed(&c.session_id, c.reason, &c.open_turns)
                 {
                     tracing::error!("cannot record the end of session {}: {e:#}", c.session_id);
                 }

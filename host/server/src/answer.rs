@@ -1,7 +1,9 @@
 //! The answer to a chat request, whole or streamed: the engine's tokens through the text
 //! pipeline (detokenising, holding back what could begin a stop string, parsing reasoning and
 //! tool calls), their logprobs when asked, and the turn recorded (durably) before the client
-//! sees its end. Both forms take each token the same way ([`Tokens`]).
+//! sees its end. Both forms take each token the same way ([`Tokens`]). A request for `n`
+//! choices generates them side by side, each with its own pipeline, and records each as a turn
+//! of its own; a stream interleaves their chunks, each tagged with its choice's index.
 
 use crate::admission::{Admitted, InFlight};
 use crate::protocol::{ApiError, ChatRequest};
@@ -19,6 +21,8 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::mpsc;
+use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_stream::{StreamExt, StreamMap};
 
 /// Everything a request carries to the end of its generation.
 pub struct Turnkeeper {
@@ -26,6 +30,8 @@ pub struct Turnkeeper {
     pub(crate) _admitted: Admitted,
     /// Its place in the in-flight gauge, likewise.
     pub(crate) _in_flight: InFlight,
+    /// The request slots its further choices hold (one a choice past the first).
+    pub(crate) _more: Option<tokio::sync::OwnedSemaphorePermit>,
     pub(crate) request: ChatRequest,
     pub(crate) assignment: Assignment,
     pub(crate) prompt_ids: Vec<u32>,
@@ -73,26 +79,58 @@ impl<'a> Steps<'a> {
         mut sampled: impl FnMut(u32, f32, &[(u32, f32)]),
     ) -> Option<Step> {
         loop {
-            match rx.recv().await? {
-                GenEvent::Started { .. } => {}
-                GenEvent::Token {
-                    id,
-                    logprob,
-                    stop,
-                    top,
-                } => {
-                    if self.first {
-                        self.metrics
-                            .ttft_seconds
-                            .observe(self.started.elapsed().as_secs_f64());
-                        self.first = false;
-                    }
-                    sampled(id, logprob, &top[..]);
-                    return Some(Step::Text(pipeline.token(id, stop.as_ref())));
-                }
-                GenEvent::Failed(e) => return Some(Step::Failed(e)),
-                GenEvent::Done(g) => return Some(Step::Done(g)),
+            let ev = rx.recv().await?;
+            if let Some(step) = self.take(ev, pipeline, &mut sampled) {
+                return Some(step);
             }
+        }
+    }
+
+    /// One event of a generation as a step (`None`: nothing to show yet).
+    pub(crate) fn take(
+        &mut self,
+        ev: GenEvent,
+        pipeline: &mut TextPipeline,
+        mut sampled: impl FnMut(u32, f32, &[(u32, f32)]),
+    ) -> Option<Step> {
+        match ev {
+            GenEvent::Started { .. } => None,
+            GenEvent::Token {
+                id,
+                logprob,
+                stop,
+                top,
+            } => {
+                if self.first {
+                    self.metrics
+                        .ttft_seconds
+                        .observe(self.started.elapsed().as_secs_f64());
+                    self.first = false;
+                }
+                sampled(id, logprob, &top[..]);
+                Some(Step::Text(pipeline.token(id, stop.as_ref())))
+            }
+            GenEvent::Failed(e) => Some(Step::Failed(e)),
+            GenEvent::Done(g) => Some(Step::Done(g)),
+        }
+    }
+}
+
+/// One choice of an answer as it is generated: its text pipeline and the logprob entries of
+/// tokens whose text is not out yet.
+pub struct ChoiceRun {
+    index: u32,
+    pipeline: TextPipeline,
+    logprobs: Vec<Value>,
+}
+
+impl ChoiceRun {
+    /// Choice `index`, read through `pipeline`.
+    pub fn new(index: u32, pipeline: TextPipeline) -> Self {
+        ChoiceRun {
+            index,
+            pipeline,
+            logprobs: Vec::new(),
         }
     }
 }
@@ -104,8 +142,8 @@ struct Tokens<'a, B: Backend> {
     k: &'a Turnkeeper,
     started: Instant,
     steps: Steps<'a>,
-    /// Logprob entries of tokens whose text is not out yet.
-    logprobs: Vec<Value>,
+    /// Choices recorded so far.
+    recorded: u32,
 }
 
 impl<'a, B: Backend> Tokens<'a, B>
@@ -118,35 +156,51 @@ where
             k,
             started,
             steps: Steps::new(&app.metrics, started),
-            logprobs: Vec::new(),
+            recorded: 0,
         }
     }
 
-    /// Waits for the generation's next step (see [`Steps::next`]), keeping each token's
-    /// logprob entry when the request asked for them.
+    /// Waits for a choice's next step (see [`Steps::next`]), keeping each token's logprob
+    /// entry when the request asked for them.
     async fn next(
         &mut self,
         rx: &mut mpsc::UnboundedReceiver<GenEvent>,
-        pipeline: &mut TextPipeline,
+        c: &mut ChoiceRun,
     ) -> Option<Step> {
-        let (app, wanted) = (self.app, self.k.request.logprobs.is_some());
-        let logprobs = &mut self.logprobs;
-        self.steps
-            .next(rx, pipeline, |id, logprob, top| {
-                if wanted {
-                    logprobs.push(token_logprob(app, id, logprob, top));
-                }
-            })
-            .await
+        loop {
+            let ev = rx.recv().await?;
+            if let Some(step) = self.take(ev, c) {
+                return Some(step);
+            }
+        }
     }
 
-    /// Records the turn: durable before the client sees its end.
-    fn record(&self, g: &Generation, parsed: &ParsedMessage) -> Result<(), ApiError> {
+    /// One event of a choice's generation as a step (see [`Steps::take`]).
+    fn take(&mut self, ev: GenEvent, c: &mut ChoiceRun) -> Option<Step> {
+        let (app, wanted) = (self.app, self.k.request.logprobs.is_some());
+        let logprobs = &mut c.logprobs;
+        self.steps.take(ev, &mut c.pipeline, |id, logprob, top| {
+            if wanted {
+                logprobs.push(token_logprob(app, id, logprob, top));
+            }
+        })
+    }
+
+    /// Records a choice's turn: durable before the client sees its end. The last choice
+    /// recorded ends the session when the request said so.
+    fn record(
+        &mut self,
+        choice: u32,
+        g: &Generation,
+        parsed: &ParsedMessage,
+    ) -> Result<(), ApiError> {
         let k = self.k;
+        self.recorded += 1;
         let answer = Answer {
             messages: &k.request.messages,
             tools: k.request.tools.as_ref(),
-            done: k.request.hints.done,
+            choice,
+            done: k.request.hints.done && self.recorded == k.request.n,
             prompt_ids: &k.prompt_ids,
             reply: parsed.to_chat_message(),
             response_ids: &g.token_ids,
@@ -161,8 +215,8 @@ where
             .map_err(ApiError::from)
     }
 
-    /// Counts the request's time and writes its log line.
-    fn done(&self, g: &Generation) {
+    /// Warns of a structured reply its grammar stopped.
+    fn ended(&self, g: &Generation) {
         if let Some(openclaw_engine::StopMatch::Grammar(e)) = &g.stop {
             // The reply ends where its grammar could not go on: it does not complete it.
             tracing::warn!(
@@ -170,11 +224,15 @@ where
                 "a structured reply ended early, its grammar could not go on: {e}"
             );
         }
+    }
+
+    /// Counts the request's time and writes its log line.
+    fn done(&self, completion_tokens: usize) {
         self.app
             .metrics
             .request_seconds
             .observe(self.started.elapsed().as_secs_f64());
-        self.log_line("200", Some(g.token_ids.len()));
+        self.log_line("200", Some(completion_tokens));
     }
 
     /// The request's line in the request log (no content, no key): its outcome, time and
@@ -189,7 +247,10 @@ where
             k.prompt_ids.len(),
             completion_tokens.map_or("?".to_string(), |n| n.to_string()),
             k.assignment.session_id,
-            k.assignment.turn_index,
+            match k.request.n {
+                1 => k.assignment.turn_index.to_string(),
+                n => format!("{}..={} ({n} choices)", k.assignment.turn_index, k.assignment.turn_index + n - 1),
+            },
         );
     }
 }
@@ -237,52 +298,62 @@ where
     e
 }
 
-fn usage(k: &Turnkeeper, g: &Generation) -> Value {
-    json!({"prompt_tokens": k.prompt_ids.len(), "completion_tokens": g.token_ids.len(), "total_tokens": k.prompt_ids.len() + g.token_ids.len()})
+/// Usage of the whole request: the prompt once, the completion tokens of every choice.
+fn usage(k: &Turnkeeper, completion_tokens: usize) -> Value {
+    json!({"prompt_tokens": k.prompt_ids.len(), "completion_tokens": completion_tokens, "total_tokens": k.prompt_ids.len() + completion_tokens})
 }
 
-/// The whole answer, as one JSON body.
+/// The whole answer, as one JSON body: each choice read to its end (they generate side by
+/// side meanwhile) and recorded in index order.
 pub async fn whole<B: Backend>(
     app: Arc<App<B>>,
     k: Turnkeeper,
-    mut rx: mpsc::UnboundedReceiver<GenEvent>,
-    mut pipeline: TextPipeline,
+    rxs: Vec<mpsc::UnboundedReceiver<GenEvent>>,
+    runs: Vec<ChoiceRun>,
     started: Instant,
 ) -> Result<Value, ApiError>
 where
     Model<B>: Send + Sync,
 {
     let mut tokens = Tokens::new(&app, &k, started);
-    while let Some(step) = tokens.next(&mut rx, &mut pipeline).await {
-        match step {
-            Step::Text(_) => {}
-            Step::Failed(e) => return Err(ApiError::invalid(e, Some("messages"))),
-            Step::Done(g) => {
-                pipeline.finish();
-                let m = pipeline.message().clone();
-                tokens.record(&g, &m)?;
-                tokens.done(&g);
-                let logprobs = std::mem::take(&mut tokens.logprobs);
-                return Ok(json!({
-                    "id": k.id,
-                    "object": "chat.completion",
-                    "created": k.created,
-                    "model": app.opts.served_model_name,
-                    "choices": [{"index": 0, "message": assistant_json(&m), "finish_reason": finish_reason(&g, !m.tool_calls.is_empty()), "logprobs": k.request.logprobs.map(|_| json!({"content": logprobs}))}],
-                    "usage": usage(&k, &g),
-                    "session_id": k.assignment.session_id,
-                    "weight_version": g.weight_version,
-                }));
+    let mut choices = Vec::with_capacity(runs.len());
+    let (mut completion_tokens, mut weight_version) = (0, None);
+    for (mut rx, mut c) in rxs.into_iter().zip(runs) {
+        let g = loop {
+            match tokens.next(&mut rx, &mut c).await {
+                Some(Step::Text(_)) => {}
+                Some(Step::Failed(e)) => return Err(ApiError::invalid(e, Some("messages"))),
+                Some(Step::Done(g)) => break g,
+                None => return Err(ApiError::internal("generation stopped before the end")),
             }
-        }
+        };
+        c.pipeline.finish();
+        let m = c.pipeline.message().clone();
+        tokens.record(c.index, &g, &m)?;
+        tokens.ended(&g);
+        completion_tokens += g.token_ids.len();
+        weight_version.get_or_insert(g.weight_version);
+        let logprobs = std::mem::take(&mut c.logprobs);
+        choices.push(json!({"index": c.index, "message": assistant_json(&m), "finish_reason": finish_reason(&g, !m.tool_calls.is_empty()), "logprobs": k.request.logprobs.map(|_| json!({"content": logprobs}))}));
     }
-    Err(ApiError::internal("generation stopped before the end"))
+    tokens.done(completion_tokens);
+    Ok(json!({
+        "id": k.id,
+        "object": "chat.completion",
+        "created": k.created,
+        "model": app.opts.served_model_name,
+        "choices": choices,
+        "usage": usage(&k, completion_tokens),
+        "session_id": k.assignment.session_id,
+        "weight_version": weight_version,
+    }))
 }
 
 /// A chunk carrying the logprobs of the tokens its text came from (when the request asked).
 fn chunk<B: Backend>(
     app: &App<B>,
     k: &Turnkeeper,
+    index: u32,
     delta: Value,
     finish: Option<&str>,
     logprobs: Vec<Value>,
@@ -296,7 +367,7 @@ fn chunk<B: Backend>(
         "object": "chat.completion.chunk",
         "created": k.created,
         "model": app.opts.served_model_name,
-        "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": logprobs}],
+        "choices": [{"index": index, "delta": delta, "finish_reason": finish, "logprobs": logprobs}],
     });
     Event::default().data(body.to_string())
 }
@@ -314,12 +385,14 @@ fn deltas(events: Vec<ParseEvent>) -> Vec<Value> {
         .collect()
 }
 
-/// The answer streamed as server-sent events, token by token.
+/// The answer streamed as server-sent events, token by token: a role chunk for each choice,
+/// then their chunks as their tokens come (tagged with their index), each choice's finish
+/// chunk once its turn is recorded, the usage chunk when asked, and `[DONE]` after the last.
 pub async fn stream<B: Backend>(
     app: Arc<App<B>>,
     k: Turnkeeper,
-    mut rx: mpsc::UnboundedReceiver<GenEvent>,
-    mut pipeline: TextPipeline,
+    rxs: Vec<mpsc::UnboundedReceiver<GenEvent>>,
+    mut runs: Vec<ChoiceRun>,
     tx: mpsc::Sender<Result<Event, Infallible>>,
     started: Instant,
 ) where
@@ -329,19 +402,34 @@ pub async fn stream<B: Backend>(
         let tx = tx.clone();
         async move { tx.send(Ok(e)).await.is_ok() }
     };
-    let role = json!({"role": "assistant", "content": ""});
-    let mut open = send(chunk(&app, &k, role, None, Vec::new())).await;
+    let mut open = true;
+    for c in &runs {
+        let role = json!({"role": "assistant", "content": ""});
+        open = open && send(chunk(&app, &k, c.index, role, None, Vec::new())).await;
+    }
+    // Dropping the map (the client went away, a choice failed) drops every receiver, which
+    // stops their generations.
+    let mut events: StreamMap<usize, UnboundedReceiverStream<GenEvent>> = rxs
+        .into_iter()
+        .map(UnboundedReceiverStream::new)
+        .enumerate()
+        .collect();
     let mut tokens = Tokens::new(&app, &k, started);
-    while let Some(step) = tokens.next(&mut rx, &mut pipeline).await {
+    let (mut completion_tokens, mut finished) = (0, 0);
+    while let Some((i, ev)) = events.next().await {
+        let c = &mut runs[i];
+        let Some(step) = tokens.take(ev, c) else {
+            continue;
+        };
         match step {
             Step::Text(events) => {
                 for d in deltas(events) {
-                    let lp = std::mem::take(&mut tokens.logprobs);
-                    open = open && send(chunk(&app, &k, d, None, lp)).await;
+                    let lp = std::mem::take(&mut c.logprobs);
+                    open = open && send(chunk(&app, &k, c.index, d, None, lp)).await;
                 }
                 if !open {
                     tokens.log_line("200 (client went away)", None);
-                    break; // the client went away: dropping `rx` stops its generation
+                    break;
                 }
             }
             Step::Failed(e) => {
@@ -351,25 +439,31 @@ pub async fn stream<B: Backend>(
                 break;
             }
             Step::Done(g) => {
-                for d in deltas(pipeline.finish()) {
-                    let lp = std::mem::take(&mut tokens.logprobs);
-                    open = open && send(chunk(&app, &k, d, None, lp)).await;
+                for d in deltas(c.pipeline.finish()) {
+                    let lp = std::mem::take(&mut c.logprobs);
+                    open = open && send(chunk(&app, &k, c.index, d, None, lp)).await;
                 }
-                let m = pipeline.message().clone();
-                if let Err(e) = tokens.record(&g, &m) {
+                let m = c.pipeline.message().clone();
+                if let Err(e) = tokens.record(c.index, &g, &m) {
                     tokens.log_line("200 (not recorded)", Some(g.token_ids.len()));
                     let _ = send(Event::default().data(e.body().to_string())).await;
                     break;
                 }
+                tokens.ended(&g);
+                completion_tokens += g.token_ids.len();
                 let finish = finish_reason(&g, !m.tool_calls.is_empty());
-                let lp = std::mem::take(&mut tokens.logprobs);
-                let _ = send(chunk(&app, &k, json!({}), Some(finish), lp)).await;
+                let lp = std::mem::take(&mut c.logprobs);
+                let _ = send(chunk(&app, &k, c.index, json!({}), Some(finish), lp)).await;
+                finished += 1;
+                if finished < runs.len() {
+                    continue;
+                }
                 if k.request.include_usage {
-                    let body = json!({"id": k.id, "object": "chat.completion.chunk", "created": k.created, "model": app.opts.served_model_name, "choices": [], "usage": usage(&k, &g)});
+                    let body = json!({"id": k.id, "object": "chat.completion.chunk", "created": k.created, "model": app.opts.served_model_name, "choices": [], "usage": usage(&k, completion_tokens)});
                     let _ = send(Event::default().data(body.to_string())).await;
                 }
                 let _ = send(Event::default().data("[DONE]")).await;
-                tokens.done(&g);
+                tokens.done(completion_tokens);
                 break;
             }
         }

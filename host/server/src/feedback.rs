@@ -56,8 +56,27 @@ pub fn parse(body: &[u8]) -> Result<FeedbackRequest, ApiError> {
                 })? as u32,
         ),
     };
+    let choice = match o.remove("choice_index") {
+        None | Some(Value::Null) => None,
+        Some(v) => Some(
+            v.as_u64()
+                .filter(|&i| i <= u32::MAX as u64)
+                .ok_or_else(|| {
+                    bad(
+                        format!("`choice_index` must be a choice's index (0 or more), got {v}."),
+                        "choice_index",
+                    )
+                })? as u32,
+        ),
+    };
+    if choice.is_some() && completion.is_none() {
+        return Err(bad(
+            "`choice_index` names a choice of the answer `completion_id` names.".into(),
+            "choice_index",
+        ));
+    }
     let target = match (completion, session, index) {
-        (Some(c), None, None) => Some(FeedbackTarget::Completion(c)),
+        (Some(c), None, None) => Some(FeedbackTarget::Completion(c, choice)),
         (None, Some(s), Some(i)) => Some(FeedbackTarget::Turn {
             session_id: s,
             turn_index: i,
@@ -191,11 +210,14 @@ where
             message: m,
             kind: "invalid_request_error",
             param: Some(match target {
-                FeedbackTarget::Completion(_) => "completion_id".into(),
+                FeedbackTarget::Completion(..) => "completion_id".into(),
                 FeedbackTarget::Turn { .. } | FeedbackTarget::Latest(_) => "session_id".into(),
             }),
             code: Some("turn_not_found"),
         },
+        FeedbackError::WhichChoice(m) => {
+            ApiError::invalid(m, Some("choice_index")).with_code("choice_index_required")
+        }
         FeedbackError::NotTrainable(m) => {
             ApiError::invalid(m, None).with_code("turn_not_trainable")
         }
@@ -263,7 +285,7 @@ mod tests {
         let f = ok(json!({"completion_id": "chatcmpl-1", "thumbs": "down", "text": "too long"}));
         assert_eq!(
             f.target,
-            Some(FeedbackTarget::Completion("chatcmpl-1".into()))
+            Some(FeedbackTarget::Completion("chatcmpl-1".into(), None))
         );
         assert_eq!((f.reward, f.text.as_deref()), (-1.0, Some("too long")));
         let f = ok(json!({"session_id": "s", "turn_index": 2, "reward": 0.5}));

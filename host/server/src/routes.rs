@@ -420,26 +420,53 @@ where
         gen_request.constraint = Some(grammar(&app, shape).await?);
     }
 
-    // The session and turn, and the previous turn's next state, recorded before generation.
+    // Each choice past the first holds a request slot of its own (`--max-inflight`).
+    let n = request.n;
+    let more = match n {
+        1 => None,
+        _ => Some(
+            app.admission
+                .clone()
+                .try_acquire_many_owned(n - 1)
+                .map_err(|_| {
+                    ApiError::busy(&format!(
+                "The server has no room for {n} choices now (--max-inflight); retry shortly."
+            ))
+                })?,
+        ),
+    };
+
+    // The session and turns, and the previous turn's next state, recorded before generation.
     let assignment = app
         .turns
-        .open(&request.hints, &request.messages)
+        .open_n(&request.hints, &request.messages, n)
         .map_err(ApiError::from)?;
 
-    let rx = submit(&app, gen_request)?;
+    // Each choice samples its own stream: the request's seed, then the seeds after it.
+    let mut rxs = Vec::with_capacity(n as usize);
+    let mut runs = Vec::with_capacity(n as usize);
+    for i in 0..n {
+        let mut r = gen_request.clone();
+        r.seed = gen_request.seed.wrapping_add(u64::from(i));
+        // A choice the scheduler cannot take refuses the request; dropping the receivers
+        // already taken stops their generations.
+        rxs.push(submit(&app, r)?);
+        let parser = OutputParser::new(ParserOptions {
+            parse_tool_calls: request.tools.is_some(),
+            ..ParserOptions::for_prompt(&prompt.text)
+        });
+        let pipeline = TextPipeline::new(
+            app.engine.tokenizer.incremental_decoder(true),
+            &request.sampling.stop,
+            parser,
+        );
+        runs.push(answer::ChoiceRun::new(i, pipeline));
+    }
     let in_flight = InFlight::new(&app.metrics);
-    let parser = OutputParser::new(ParserOptions {
-        parse_tool_calls: request.tools.is_some(),
-        ..ParserOptions::for_prompt(&prompt.text)
-    });
-    let pipeline = TextPipeline::new(
-        app.engine.tokenizer.incremental_decoder(true),
-        &request.sampling.stop,
-        parser,
-    );
     let keeper = Turnkeeper {
         _admitted: admitted,
         _in_flight: in_flight,
+        _more: more,
         assignment,
         prompt_ids: prompt.ids,
         id: format!("chatcmpl-{:016x}", rand::random::<u64>()),
@@ -448,14 +475,7 @@ where
     };
     if keeper.request.stream {
         let (tx, out) = mpsc::channel::<Result<Event, Infallible>>(64);
-        tokio::spawn(answer::stream(
-            app.clone(),
-            keeper,
-            rx,
-            pipeline,
-            tx,
-            started,
-        ));
+        tokio::spawn(answer::stream(app.clone(), keeper, rxs, runs, tx, started));
         admission::count(&app.metrics, StatusCode::OK);
         let mut response = Sse::new(ReceiverStream::new(out))
             .keep_alive(KeepAlive::default())
@@ -463,7 +483,7 @@ where
         response.extensions_mut().insert(LogsItself);
         Ok(response)
     } else {
-        let r = answer::whole(app.clone(), keeper, rx, pipeline, started).await?;
+        let r = answer::whole(app.clone(), keeper, rxs, runs, started).await?;
         admission::count(&app.metrics, StatusCode::OK);
         let mut response = Json(r).into_response();
         response.extensions_mut().insert(LogsItself);

@@ -55,6 +55,8 @@ pub struct ChatRequest {
     /// What the reply must be (`response_format` JSON, or a `tool_choice` that forces a call),
     /// followed by constrained decoding.
     pub shape: Option<Shape>,
+    /// Choices asked for (`n`), each a turn of its own: 1 to [`MAX_CHOICES`].
+    pub n: u32,
     /// What the request says about its session.
     pub hints: SessionHints,
 }
@@ -138,7 +140,7 @@ pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> 
     let sent: wire::Request = read_object(body)?;
     refuse_unknown(&sent.other, |k| IGNORED.contains(&k))?;
     let messages = messages::read(sent.messages)?;
-    only_one(sent.n)?;
+    let n = choices(sent.n)?;
     let temperature = temperature(sent.temperature)?;
     let top_k = top_k(sent.top_k)?;
     let top_p = top_p(sent.top_p)?;
@@ -232,6 +234,7 @@ pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> 
         template_kwargs,
         logprobs,
         shape,
+        n,
         hints,
     })
 }
@@ -281,7 +284,23 @@ fn refuse_unknown(
     Ok(())
 }
 
-/// `n`: one completion per request.
+/// The most choices (`n`) one chat request may ask for: each is a sequence in the decode batch
+/// and a turn in the buffer.
+pub const MAX_CHOICES: u32 = 8;
+
+/// `n` of a chat request: 1 to [`MAX_CHOICES`].
+fn choices(sent: Option<Sent<u64>>) -> Result<u32, ApiError> {
+    match uint(sent, "n")? {
+        None => Ok(1),
+        Some(n) if (1..=MAX_CHOICES as u64).contains(&n) => Ok(n as u32),
+        Some(n) => Err(ApiError::invalid(
+            format!("`n` must be from 1 to {MAX_CHOICES}, got {n}."),
+            Some("n"),
+        )),
+    }
+}
+
+/// `n` of a legacy completion: one completion per request.
 fn only_one(sent: Option<Sent<u64>>) -> Result<(), ApiError> {
     match uint(sent, "n")? {
         Some(n) if n != 1 => Err(ApiError::invalid("Only n = 1 is supported.", Some("n"))),

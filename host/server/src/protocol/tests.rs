@@ -200,8 +200,13 @@ fn bad_requests_get_openai_errors_naming_the_field() {
             Some("max_tokens"),
         ),
         (
-            br#"{"messages":[{"role":"user","content":"x"}],"n":2}"#,
-            "n = 1",
+            br#"{"messages":[{"role":"user","content":"x"}],"n":9}"#,
+            "from 1 to 8, got 9",
+            Some("n"),
+        ),
+        (
+            br#"{"messages":[{"role":"user","content":"x"}],"n":0}"#,
+            "from 1 to 8, got 0",
             Some("n"),
         ),
         (
@@ -499,9 +504,9 @@ fn of_several_problems_the_first_in_a_fixed_order_is_named() {
             "`messages` must not be empty.",
         ),
         (
-            r#"{"messages":[{"role":"user","content":"x"}],"temperature":5,"n":2}"#,
+            r#"{"messages":[{"role":"user","content":"x"}],"temperature":1,"n":12}"#,
             "n",
-            "Only n = 1 is supported.",
+            "`n` must be from 1 to 8, got 12.",
         ),
         (
             r#"{"messages":[{"role":"user","content":"x"}],"logprobs":1,"tool_choice":"sometimes"}"#,
@@ -820,4 +825,14 @@ fn response_format_and_a_forcing_tool_choice_become_the_shape_of_the_reply() {
         assert_eq!(p.as_deref(), Some(param), "{message}");
         assert!(message.contains(words), "{message}");
     }
+}
+
+#[test]
+fn n_asks_for_one_to_eight_choices() {
+    for n in [1u32, 2, 8] {
+        let r = accepted(&json!({"messages": [{"role": "user", "content": "x"}], "n": n}));
+        assert_eq!(r.n, n);
+    }
+    let r = accepted(&json!({"messages": [{"role": "user", "content": "x"}]}));
+    assert_eq!(r.n, 1, "one choice when `n` is left out");
 }

@@ -564,6 +564,13 @@ pub struct DecodeBenchFlags {
     /// inside the matmuls) or `f32` (dequantised at load, as training holds them).
     #[arg(long, value_enum, default_value_t = WeightsForm::Blocks)]
     weights: WeightsForm,
+    /// Distinct LoRA adapters the sequences of each batch take, comma-separated (sequence i
+    /// takes adapter i mod k; 0: the base alone): what serving one adapter per user costs.
+    #[arg(long, value_delimiter = ',')]
+    adapters: Vec<usize>,
+    /// The rank of those adapters (on every projection).
+    #[arg(long, default_value_t = 16)]
+    lora_rank: usize,
 }
 
 /// The form of a GGUF file's quantised weights once loaded.
@@ -623,12 +630,18 @@ fn bench_decode(model: &Path, flags: &DecodeBenchFlags) -> anyhow::Result<i32> {
             groups: threads,
             repeats: flags.repeats,
             seed: 0,
+            adapters: flags.adapters.clone(),
+            lora: openclaw_engine::lora::LoraConfig {
+                rank: flags.lora_rank,
+                alpha: 2.0 * flags.lora_rank as f64,
+                ..Default::default()
+            },
         },
     )?;
     for r in &rows {
         eprintln!(
-            "batch {:>2} in {} group(s): {:>7.1} tokens/s decode ({:.1} per sequence), prefill {:.2} s",
-            r.batch, r.groups, r.decode_tok_s, r.per_sequence_tok_s, r.prefill_s
+            "batch {:>2} in {} group(s), {} adapter(s): {:>7.1} tokens/s decode ({:.1} per sequence), prefill {:.2} s",
+            r.batch, r.groups, r.adapters, r.decode_tok_s, r.per_sequence_tok_s, r.prefill_s
         );
     }
     if let Some(mib) = peak_rss_mib() {

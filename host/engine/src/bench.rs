@@ -8,6 +8,7 @@ use std::time::Instant;
 use anyhow::Result;
 use serde::Serialize;
 
+use crate::adapters::{AdapterWeights, ServedAdapter};
 use crate::config::ModelConfig;
 use crate::device::{CpuBackend, CpuDevice};
 use crate::generate::{generate, generate_parallel, DecodeBatch, GenerateRequest, SamplingParams};
@@ -205,6 +206,11 @@ pub struct DecodeBenchConfig {
     pub repeats: usize,
     /// Seed of the prompts and of the sampled tokens.
     pub seed: u64,
+    /// Distinct LoRA adapters each batch is also measured with (sequence i takes adapter
+    /// i mod k); empty or 0: the base alone.
+    pub adapters: Vec<usize>,
+    /// Shape of those adapters (random factors).
+    pub lora: crate::lora::LoraConfig,
 }
 
 /// One decode measurement.
@@ -214,6 +220,8 @@ pub struct DecodeBenchRow {
     pub batch: usize,
     /// Decode groups on their own threads (1: one batch).
     pub groups: usize,
+    /// Distinct adapters its sequences took (0: the base alone).
+    pub adapters: usize,
     /// Seconds of the prefill (not part of `decode_tok_s`).
     pub prefill_s: f64,
     /// Generated tokens per second over all sequences, after the prefill.
@@ -227,10 +235,11 @@ pub struct DecodeBenchRow {
 fn timed_group<B: Backend>(
     weights: Arc<Versioned<Model<B>>>,
     reqs: Vec<GenerateRequest>,
+    adapters: Vec<Option<Arc<ServedAdapter<B>>>>,
     barrier: &std::sync::Barrier,
 ) -> Result<(f64, f64)> {
     let t = Instant::now();
-    let batch = DecodeBatch::new(weights, reqs, None);
+    let batch = DecodeBatch::with_adapters(weights, reqs, adapters, None, None);
     let prefill = t.elapsed().as_secs_f64();
     barrier.wait();
     let mut batch = batch?;
@@ -252,57 +261,85 @@ pub fn decode_speed<B: Backend>(
     let vocab = weights.model.config.vocab_size;
     let mut rng = Rng::new(config.seed ^ 0xdec0de);
     let mut rows = Vec::new();
+    let counts = if config.adapters.is_empty() {
+        vec![0]
+    } else {
+        config.adapters.clone()
+    };
+    let most = counts.iter().copied().max().unwrap_or(0);
+    let adapters = (0..most)
+        .map(|i| {
+            let w =
+                AdapterWeights::random(&weights.model, &config.lora, config.seed + i as u64, 0.02)?;
+            Ok(Arc::new(ServedAdapter {
+                name: format!("bench-{i}").into(),
+                version: 1,
+                weights: w,
+            }))
+        })
+        .collect::<Result<Vec<_>>>()?;
     for &b in &config.batches {
-        let reqs: Vec<GenerateRequest> = (0..b)
-            .map(|i| GenerateRequest {
-                seed: config.seed + i as u64,
-                ..GenerateRequest::new(
-                    random_ids(&mut rng, config.prompt_len, vocab),
-                    config.new_tokens,
-                )
-            })
-            .collect();
-        let mut group_counts = vec![1];
-        if config.groups > 1 && b > 1 {
-            group_counts.push(config.groups.min(b));
-        }
-        for groups in group_counts {
-            let per = b.div_ceil(groups);
-            let chunks: Vec<Vec<GenerateRequest>> = reqs.chunks(per).map(|c| c.to_vec()).collect();
-            let mut best = (f64::INFINITY, f64::INFINITY);
-            for rep in 0..=config.repeats.max(1) {
-                let barrier = std::sync::Barrier::new(chunks.len());
-                let times = std::thread::scope(|scope| {
-                    let handles: Vec<_> = chunks
-                        .iter()
-                        .map(|c| {
-                            let (w, c, bar) = (weights.clone(), c.clone(), &barrier);
-                            scope.spawn(move || timed_group(w, c, bar))
-                        })
-                        .collect();
-                    handles
-                        .into_iter()
-                        .map(|h| {
-                            h.join()
-                                .map_err(|_| anyhow::anyhow!("a decode thread panicked"))?
-                        })
-                        .collect::<Result<Vec<_>>>()
-                })?;
-                let prefill = times.iter().map(|t| t.0).fold(0.0, f64::max);
-                let decode = times.iter().map(|t| t.1).fold(0.0, f64::max);
-                // Repetition 0 is the warm-up.
-                if rep > 0 && decode < best.1 {
-                    best = (prefill, decode);
-                }
+        for &k in &counts {
+            let reqs: Vec<GenerateRequest> = (0..b)
+                .map(|i| GenerateRequest {
+                    seed: config.seed + i as u64,
+                    ..GenerateRequest::new(
+                        random_ids(&mut rng, config.prompt_len, vocab),
+                        config.new_tokens,
+                    )
+                })
+                .collect();
+            let mut group_counts = vec![1];
+            if config.groups > 1 && b > 1 {
+                group_counts.push(config.groups.min(b));
             }
-            let tok_s = (b * config.new_tokens) as f64 / best.1;
-            rows.push(DecodeBenchRow {
-                batch: b,
-                groups: chunks.len(),
-                prefill_s: best.0,
-                decode_tok_s: tok_s,
-                per_sequence_tok_s: tok_s / b as f64,
-            });
+            let taken: Vec<Option<Arc<ServedAdapter<B>>>> = (0..b)
+                .map(|i| (k > 0).then(|| adapters[i % k].clone()))
+                .collect();
+            for groups in group_counts {
+                let per = b.div_ceil(groups);
+                let chunks: Vec<Vec<GenerateRequest>> =
+                    reqs.chunks(per).map(|c| c.to_vec()).collect();
+                let taken_chunks: Vec<Vec<Option<Arc<ServedAdapter<B>>>>> =
+                    taken.chunks(per).map(|c| c.to_vec()).collect();
+                let mut best = (f64::INFINITY, f64::INFINITY);
+                for rep in 0..=config.repeats.max(1) {
+                    let barrier = std::sync::Barrier::new(chunks.len());
+                    let times = std::thread::scope(|scope| {
+                        let handles: Vec<_> = chunks
+                            .iter()
+                            .zip(&taken_chunks)
+                            .map(|(c, a)| {
+                                let (w, c, a, bar) =
+                                    (weights.clone(), c.clone(), a.clone(), &barrier);
+                                scope.spawn(move || timed_group(w, c, a, bar))
+                            })
+                            .collect();
+                        handles
+                            .into_iter()
+                            .map(|h| {
+                                h.join()
+                                    .map_err(|_| anyhow::anyhow!("a decode thread panicked"))?
+                            })
+                            .collect::<Result<Vec<_>>>()
+                    })?;
+                    let prefill = times.iter().map(|t| t.0).fold(0.0, f64::max);
+                    let decode = times.iter().map(|t| t.1).fold(0.0, f64::max);
+                    // Repetition 0 is the warm-up.
+                    if rep > 0 && decode < best.1 {
+                        best = (prefill, decode);
+                    }
+                }
+                let tok_s = (b * config.new_tokens) as f64 / best.1;
+                rows.push(DecodeBenchRow {
+                    batch: b,
+                    groups: chunks.len(),
+                    adapters: k.min(b),
+                    prefill_s: best.0,
+                    decode_tok_s: tok_s,
+                    per_sequence_tok_s: tok_s / b as f64,
+                });
+            }
         }
     }
     Ok(rows)
@@ -348,10 +385,28 @@ mod tests {
             groups: 2,
             repeats: 1,
             seed: 7,
+            adapters: vec![0, 2],
+            lora: crate::lora::LoraConfig {
+                rank: 2,
+                ..Default::default()
+            },
         };
         let rows = decode_speed(weights, &cfg).unwrap();
-        let shape: Vec<(usize, usize)> = rows.iter().map(|r| (r.batch, r.groups)).collect();
-        assert_eq!(shape, vec![(1, 1), (4, 1), (4, 2)]);
+        let shape: Vec<(usize, usize, usize)> = rows
+            .iter()
+            .map(|r| (r.batch, r.groups, r.adapters))
+            .collect();
+        assert_eq!(
+            shape,
+            vec![
+                (1, 1, 0),
+                (1, 1, 1),
+                (4, 1, 0),
+                (4, 2, 0),
+                (4, 1, 2),
+                (4, 2, 2)
+            ]
+        );
         for r in &rows {
             assert!(r.decode_tok_s > 0.0 && r.prefill_s > 0.0, "{r:?}");
             assert!((r.per_sequence_tok_s * r.batch as f64 - r.decode_tok_s).abs() < 1e-6);

@@ -14,6 +14,7 @@
 
 #![warn(missing_docs)]
 
+pub mod adapters;
 pub mod bench;
 pub mod classify;
 pub mod config;

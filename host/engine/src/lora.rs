@@ -146,6 +146,26 @@ fn slots<B: Backend>(layer: &mut DecoderLayer<B>) -> [Slot<'_, B>; 7] {
     })
 }
 
+/// A layer's seven projections (q, k, v, o, gate, up, down), in the order adapters list them.
+pub(crate) fn projections<B: Backend>(layer: &DecoderLayer<B>) -> [&Projection<B>; 7] {
+    let a = &layer.self_attn;
+    let m = &layer.mlp;
+    [
+        &a.q_proj,
+        &a.k_proj,
+        &a.v_proj,
+        &a.o_proj,
+        &m.gate_proj,
+        &m.up_proj,
+        &m.down_proj,
+    ]
+}
+
+/// [`projections`], to change.
+pub(crate) fn projections_mut<B: Backend>(layer: &mut DecoderLayer<B>) -> [&mut Projection<B>; 7] {
+    slots(layer).map(|s| s.projection)
+}
+
 /// PEFT's name prefix of a projection: `base_model.model.model.layers.{i}.self_attn.q_proj`.
 fn peft_prefix(layer: usize, parent: &str, name: &str) -> String {
     format!("base_model.model.model.layers.{layer}.{parent}.{name}")

@@ -6,7 +6,11 @@ use std::sync::Arc;
 
 use burn::prelude::*;
 use common::*;
-use openclaw_engine::generate::{Allowed, Constraint, ConstraintFactory};
+use openclaw_engine::adapters::{AdapterWeights, ServedAdapter};
+use openclaw_engine::generate::{
+    Allowed, Constraint, ConstraintFactory, PrefixCache, PrefixCacheOptions,
+};
+use openclaw_engine::lora::LoraConfig;
 use openclaw_engine::score::ScoreOptions;
 use openclaw_engine::{
     generate, score, DecodeBatch, Detokenizer, FinishReason, GenerateRequest, Generation,
@@ -752,4 +756,129 @@ fn a_grammar_that_cannot_go_on_ends_the_sequence_and_says_why() {
         Some(StopMatch::Grammar(e)) => assert!(e.contains("no token"), "{e}"),
         other => panic!("{other:?}"),
     }
+}
+
+/// Generates `reqs` in one batch, request `i` served with `adapters[i]`.
+fn with_adapters(
+    w: &Arc<openclaw_engine::Versioned<openclaw_engine::Model<B>>>,
+    reqs: Vec<GenerateRequest>,
+    adapters: Vec<Option<Arc<ServedAdapter<B>>>>,
+) -> Vec<Generation> {
+    let mut batch = DecodeBatch::with_adapters(w.clone(), reqs, adapters, None, None).unwrap();
+    while !batch.is_finished() {
+        batch.step();
+    }
+    batch.into_generations()
+}
+
+fn adapter(
+    w: &Arc<openclaw_engine::Versioned<openclaw_engine::Model<B>>>,
+    name: &str,
+    seed: u64,
+) -> Arc<ServedAdapter<B>> {
+    let cfg = LoraConfig {
+        rank: 8,
+        ..LoraConfig::default()
+    };
+    Arc::new(ServedAdapter {
+        name: name.into(),
+        version: 1,
+        weights: AdapterWeights::random(&w.model, &cfg, seed, 0.2).unwrap(),
+    })
+}
+
+/// Requests of three adapters and of the base alone, decoded in one batch, sample what each
+/// samples alone with its adapter; and the adapters do change what is sampled.
+#[test]
+fn requests_of_several_adapters_in_one_batch_generate_what_each_does_alone() {
+    let w = tiny_weights(11);
+    let adapters = [
+        adapter(&w, "a", 1),
+        adapter(&w, "b", 2),
+        adapter(&w, "c", 3),
+    ];
+    let mut all = prompts();
+    all.push(vec![8, 6, 7, 5, 3, 0, 9]);
+    let reqs: Vec<_> = all
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| request(p, 14, sampled(), 40 + i as u64))
+        .collect();
+    let taken = vec![
+        Some(adapters[0].clone()),
+        None,
+        Some(adapters[2].clone()),
+        Some(adapters[1].clone()),
+    ];
+    let together = with_adapters(&w, reqs.clone(), taken.clone());
+    for (i, (r, a)) in reqs.iter().zip(&taken).enumerate() {
+        let alone = with_adapters(&w, vec![r.clone()], vec![a.clone()]).remove(0);
+        assert_eq!(alone.token_ids, together[i].token_ids, "request {i}");
+        for (x, y) in alone.logprobs.iter().zip(&together[i].logprobs) {
+            assert!((x - y).abs() < 1e-5, "request {i}: {x} vs {y}");
+        }
+    }
+    let base = generate(w.clone(), reqs.clone(), None).unwrap();
+    assert_eq!(
+        base[1].token_ids, together[1].token_ids,
+        "no adapter: the base"
+    );
+    assert!(
+        [0, 2, 3]
+            .iter()
+            .any(|&i| base[i].token_ids != together[i].token_ids),
+        "the adapters change what is sampled"
+    );
+    // A base with adapters of its own cannot serve others'.
+    let cfg = LoraConfig::default();
+    let own = openclaw_engine::lora::attach(w.model.clone(), &cfg, 1).unwrap();
+    let own = Arc::new(openclaw_engine::Versioned {
+        version: 0,
+        model: own,
+    });
+    let e = DecodeBatch::with_adapters(own, reqs[..1].to_vec(), vec![taken[0].clone()], None, None)
+        .unwrap_err();
+    assert!(e.to_string().contains("base without adapters"), "{e}");
+}
+
+/// Through the prefix cache, a prompt prefilled under one adapter is not reused by another
+/// or by the base, and each still samples what it samples without the cache.
+#[test]
+fn the_prefix_cache_keeps_each_adapters_prompts_apart() {
+    let w = tiny_weights(12);
+    let a = adapter(&w, "a", 4);
+    let mut cache = PrefixCache::<B>::new(PrefixCacheOptions {
+        budget_bytes: 1 << 24,
+        min_tokens: 2,
+    });
+    let prompt: Vec<u32> = (1..40).collect();
+    let req = request(prompt, 8, SamplingParams::greedy(), 0);
+    let run = |adapter: Option<Arc<ServedAdapter<B>>>, cache: &mut PrefixCache<B>| {
+        let mut batch = DecodeBatch::with_adapters(
+            w.clone(),
+            vec![req.clone()],
+            vec![adapter],
+            None,
+            Some(cache),
+        )
+        .unwrap();
+        while !batch.is_finished() {
+            batch.step();
+        }
+        batch.into_generations().remove(0).token_ids
+    };
+    let cold_a = with_adapters(&w, vec![req.clone()], vec![Some(a.clone())]).remove(0);
+    let cold_base = generate(w.clone(), vec![req.clone()], None)
+        .unwrap()
+        .remove(0);
+    assert_eq!(run(Some(a.clone()), &mut cache), cold_a.token_ids);
+    assert_eq!(cache.stats().hits, 0);
+    assert_eq!(
+        run(None, &mut cache),
+        cold_base.token_ids,
+        "the base reuses nothing of a's"
+    );
+    assert_eq!(cache.stats().hits, 0);
+    assert_eq!(run(Some(a), &mut cache), cold_a.token_ids);
+    assert_eq!(cache.stats().hits, 1, "a reuses its own");
 }

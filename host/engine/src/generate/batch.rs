@@ -4,6 +4,10 @@
 //! the cache as holes that a key mask hides from every later query, and each sequence keeps its
 //! own RoPE positions, so a sequence computes what it would compute alone. Finished sequences
 //! leave the batch (their cache rows are dropped) while the others go on.
+//!
+//! Sequences may each take a LoRA adapter over the shared base ([`DecodeBatch::with_adapters`]):
+//! every forward pass then runs on a view that gives each row its own adapter
+//! ([`crate::adapters`]), so sequences of different adapters share every step.
 
 use std::sync::Arc;
 
@@ -12,12 +16,13 @@ use burn::prelude::*;
 use rayon::prelude::*;
 
 use super::kv_cache::KvCache;
-use super::prefix_cache::{PrefixCache, PrefixHit};
+use super::prefix_cache::{AdapterTag, PrefixCache, PrefixHit};
 use super::sampling::Distribution;
 use super::{
     Allowed, Constraint, ContextLengthExceeded, Detokenizer, FinishReason, GenerateRequest,
     Generation, StopMatch,
 };
+use crate::adapters::ServedAdapter;
 use crate::model::attention::AttnContext;
 use crate::model::attention::LayerCache;
 use crate::model::Model;
@@ -55,6 +60,8 @@ struct Seq {
     stop_window: usize,
     /// The request's grammar as it stands, and the tokens it allows next.
     grammar: Option<(Box<dyn Constraint>, Allowed)>,
+    /// Its adapter, by index in the batch's list.
+    adapter: Option<usize>,
 }
 
 /// The tokens `c` allows next, an empty set being an error.
@@ -78,6 +85,10 @@ pub struct DecodeBatch<B: Backend> {
     cache: KvCache<B>,
     /// Next-token logits of each row.
     logits: Vec<Vec<f32>>,
+    /// The adapters the sequences take (each once).
+    adapters: Vec<Arc<ServedAdapter<B>>>,
+    /// The view serving the live rows' adapters, for the rows it was made for.
+    view: Option<(Vec<usize>, Model<B>)>,
 }
 
 impl<B: Backend> std::fmt::Debug for DecodeBatch<B> {
@@ -110,6 +121,43 @@ impl<B: Backend> DecodeBatch<B> {
         detokenizer: Option<Arc<dyn Detokenizer>>,
         prefixes: Option<&mut PrefixCache<B>>,
     ) -> Result<Self> {
+        let none = vec![None; requests.len()];
+        Self::with_adapters(weights, requests, none, detokenizer, prefixes)
+    }
+
+    /// [`DecodeBatch::with_prefix_cache`] with request `i` served with `adapters[i]` over the
+    /// base `weights` (which must carry no adapter of their own). A prompt prefilled under an
+    /// adapter is cached for that adapter's version only.
+    pub fn with_adapters(
+        weights: Arc<Versioned<Model<B>>>,
+        requests: Vec<GenerateRequest>,
+        adapters: Vec<Option<Arc<ServedAdapter<B>>>>,
+        detokenizer: Option<Arc<dyn Detokenizer>>,
+        prefixes: Option<&mut PrefixCache<B>>,
+    ) -> Result<Self> {
+        if adapters.len() != requests.len() {
+            bail!(
+                "{} adapters for {} requests",
+                adapters.len(),
+                requests.len()
+            );
+        }
+        let mut distinct: Vec<Arc<ServedAdapter<B>>> = Vec::new();
+        let taken: Vec<Option<usize>> = adapters
+            .into_iter()
+            .map(|a| {
+                a.map(|a| match distinct.iter().position(|d| Arc::ptr_eq(d, &a)) {
+                    Some(i) => i,
+                    None => {
+                        distinct.push(a);
+                        distinct.len() - 1
+                    }
+                })
+            })
+            .collect();
+        if !distinct.is_empty() && crate::lora::has_adapters(&weights.model) {
+            bail!("adapters are served over a base without adapters of its own");
+        }
         let model = &weights.model;
         let cfg = &model.config;
         if model.score.is_some() {
@@ -168,7 +216,8 @@ impl<B: Backend> DecodeBatch<B> {
         let seqs: Vec<Seq> = requests
             .into_iter()
             .zip(grammars)
-            .map(|(req, grammar)| {
+            .zip(taken)
+            .map(|((req, grammar), adapter)| {
                 let longest = req.stop_strings.iter().map(|s| s.len()).max().unwrap_or(0);
                 let finish = (req.max_tokens == 0).then_some((FinishReason::Length, None));
                 Seq {
@@ -180,6 +229,7 @@ impl<B: Backend> DecodeBatch<B> {
                     // A token decodes to at least one byte except for rare empty pieces: leave margin.
                     stop_window: 2 * longest + 4,
                     grammar,
+                    adapter,
                 }
             })
             .collect();
@@ -195,6 +245,8 @@ impl<B: Backend> DecodeBatch<B> {
             rows,
             padded: 0,
             logits: Vec::new(),
+            adapters: distinct,
+            view: None,
         };
         match prefixes.filter(|p| p.enabled()) {
             Some(p) => batch.prefill_with(p),
@@ -210,7 +262,7 @@ impl<B: Backend> DecodeBatch<B> {
         let hits: Vec<Option<PrefixHit<B>>> = self
             .rows
             .iter()
-            .map(|&i| prefixes.lookup(version, &self.seqs[i].req.prompt))
+            .map(|&i| prefixes.lookup_for(version, self.tag(i), &self.seqs[i].req.prompt))
             .collect();
         if hits.iter().any(Option::is_some) {
             self.prefill_rows(hits);
@@ -218,17 +270,39 @@ impl<B: Backend> DecodeBatch<B> {
             self.prefill();
         }
         for (r, &i) in self.rows.iter().enumerate() {
-            prefixes.insert(version, &self.seqs[i].req.prompt, &self.cache, r);
+            let tag = self.tag(i);
+            prefixes.insert_for(version, tag, &self.seqs[i].req.prompt, &self.cache, r);
         }
+    }
+
+    /// Sequence `i`'s adapter, as the prefix cache keys it.
+    fn tag(&self, i: usize) -> Option<AdapterTag> {
+        self.seqs[i]
+            .adapter
+            .map(|a| (self.adapters[a].name.clone(), self.adapters[a].version))
+    }
+
+    /// The view that serves sequences `seqs` in a forward pass (rows in that order) with their
+    /// adapters; `None` when none takes one (the base serves them).
+    fn view_for(&self, seqs: &[usize]) -> Option<Model<B>> {
+        let taken: Vec<Option<usize>> = seqs.iter().map(|&i| self.seqs[i].adapter).collect();
+        if taken.iter().all(Option::is_none) {
+            return None;
+        }
+        let view = crate::adapters::rows_view(&self.weights.model, &self.adapters, &taken)
+            .expect("adapters were checked against the base when the batch was made");
+        Some(view)
     }
 
     /// Prefills each row on its own, from its cached prefix when it has one, then lays the rows
     /// out as [`prefill`](Self::prefill) does (right-padded to the longest prompt).
     fn prefill_rows(&mut self, hits: Vec<Option<PrefixHit<B>>>) {
-        let model = &self.weights.model;
         let mut caches = Vec::with_capacity(self.rows.len());
         let mut logits = Vec::with_capacity(self.rows.len());
+        let weights = self.weights.clone();
         for (&i, hit) in self.rows.iter().zip(hits) {
+            let view = self.view_for(&[i]);
+            let model = view.as_ref().unwrap_or(&weights.model);
             let prompt = &self.seqs[i].req.prompt;
             let (mut cache, start) = match hit {
                 Some(h) => (h.cache, h.len),
@@ -281,7 +355,9 @@ impl<B: Backend> DecodeBatch<B> {
         if self.rows.is_empty() {
             return;
         }
-        let model = &self.weights.model;
+        let weights = self.weights.clone();
+        let view = self.view_for(&self.rows);
+        let model = view.as_ref().unwrap_or(&weights.model);
         let n = self.rows.len();
         let lens: Vec<usize> = self
             .rows
@@ -438,7 +514,14 @@ impl<B: Backend> DecodeBatch<B> {
 
     /// Feeds each live sequence's last token and stores the next-token logits.
     fn decode_forward(&mut self) {
-        let model = &self.weights.model;
+        // The view is made again only when rows left the batch.
+        if self.seqs_have_adapters() && self.view.as_ref().is_none_or(|(r, _)| *r != self.rows) {
+            self.view = self.view_for(&self.rows).map(|v| (self.rows.clone(), v));
+        }
+        let model = match &self.view {
+            Some((_, v)) if self.seqs_have_adapters() => v,
+            _ => &self.weights.model,
+        };
         let n = self.rows.len();
         let seqs: Vec<&Seq> = self.rows.iter().map(|&i| &self.seqs[i]).collect();
         let ids: Vec<i64> = seqs
@@ -480,6 +563,11 @@ impl<B: Backend> DecodeBatch<B> {
             })
         };
         self.logits = split_rows(logits, n);
+    }
+
+    /// Whether any live sequence takes an adapter.
+    fn seqs_have_adapters(&self) -> bool {
+        self.rows.iter().any(|&i| self.seqs[i].adapter.is_some())
     }
 
     /// The finished (or, if called early, partial) sequences in request order.

@@ -5,8 +5,10 @@
 //! An entry is one prompt's keys and values for every layer, computed on one weight version;
 //! any later prompt on that version sharing its first `L` tokens can reuse those `L` positions
 //! (attention is causal, so position `i` depends on tokens `..=i` alone). Entries of another
-//! weight version are never used and are dropped when seen. The store is bounded by a byte
-//! budget with least-recently-used eviction.
+//! weight version are never used and are dropped when seen. A prompt prefilled under a LoRA
+//! adapter is kept for that adapter's version alone (its keys and values are the adapter's);
+//! an adapter's older versions are dropped when a newer one is seen. The store is bounded by a
+//! byte budget with least-recently-used eviction.
 
 use burn::prelude::*;
 
@@ -48,8 +50,12 @@ pub struct PrefixCacheStats {
     pub entries: usize,
 }
 
+/// An adapter as the cache keys it: its name and version.
+pub type AdapterTag = (std::sync::Arc<str>, u64);
+
 struct Entry<B: Backend> {
     version: u64,
+    adapter: Option<AdapterTag>,
     tokens: Vec<u32>,
     /// Per layer: keys and values `[1, kv_heads, tokens, head_dim]`.
     layers: Vec<(Tensor<B, 4>, Tensor<B, 4>)>,
@@ -102,24 +108,41 @@ impl<B: Backend> PrefixCache<B> {
         }
     }
 
-    fn forget_other_versions(&mut self, version: u64) {
+    fn forget_other_versions(&mut self, version: u64, adapter: Option<&AdapterTag>) {
         let before = self.entries.len();
-        self.entries.retain(|e| e.version == version);
+        self.entries.retain(|e| {
+            let older_adapter = match (&e.adapter, adapter) {
+                (Some((name, v)), Some((now, current))) => name == now && v != current,
+                _ => false,
+            };
+            e.version == version && !older_adapter
+        });
         self.stats.evicted += (before - self.entries.len()) as u64;
     }
 
     /// The longest cached prefix of `prompt` computed on `version`, leaving at least one token
     /// of the prompt to compute (its logits start generation).
     pub fn lookup(&mut self, version: u64, prompt: &[u32]) -> Option<PrefixHit<B>> {
+        self.lookup_for(version, None, prompt)
+    }
+
+    /// [`PrefixCache::lookup`] for a prompt served with `adapter` (none: the base alone).
+    pub fn lookup_for(
+        &mut self,
+        version: u64,
+        adapter: Option<AdapterTag>,
+        prompt: &[u32],
+    ) -> Option<PrefixHit<B>> {
         if !self.enabled() {
             return None;
         }
-        self.forget_other_versions(version);
+        self.forget_other_versions(version, adapter.as_ref());
         let limit = prompt.len().saturating_sub(1);
         let best = self
             .entries
             .iter()
             .enumerate()
+            .filter(|(_, e)| e.adapter == adapter)
             .map(|(i, e)| (i, common_prefix(&e.tokens, prompt).min(limit)))
             .max_by_key(|&(_, n)| n)
             .filter(|&(_, n)| n >= self.opts.min_tokens.max(1));
@@ -153,16 +176,26 @@ impl<B: Backend> PrefixCache<B> {
     /// Keeps row `row` of `cache` (its first `prompt.len()` positions) as the prefix of
     /// `prompt` computed on `version`.
     pub fn insert(&mut self, version: u64, prompt: &[u32], cache: &KvCache<B>, row: usize) {
+        self.insert_for(version, None, prompt, cache, row)
+    }
+
+    /// [`PrefixCache::insert`] of a prompt prefilled with `adapter`.
+    pub fn insert_for(
+        &mut self,
+        version: u64,
+        adapter: Option<AdapterTag>,
+        prompt: &[u32],
+        cache: &KvCache<B>,
+        row: usize,
+    ) {
         if !self.enabled() || prompt.is_empty() {
             return;
         }
-        self.forget_other_versions(version);
+        self.forget_other_versions(version, adapter.as_ref());
         // Nothing to add when a kept prompt already starts with this one.
-        if self
-            .entries
-            .iter()
-            .any(|e| e.tokens.len() >= prompt.len() && e.tokens.starts_with(prompt))
-        {
+        if self.entries.iter().any(|e| {
+            e.adapter == adapter && e.tokens.len() >= prompt.len() && e.tokens.starts_with(prompt)
+        }) {
             return;
         }
         let len = prompt.len();
@@ -180,11 +213,13 @@ impl<B: Backend> PrefixCache<B> {
             return;
         }
         // A kept prompt this one extends is covered by it now.
-        self.entries
-            .retain(|e| !(e.tokens.len() <= len && prompt.starts_with(&e.tokens)));
+        self.entries.retain(|e| {
+            !(e.adapter == adapter && e.tokens.len() <= len && prompt.starts_with(&e.tokens))
+        });
         self.clock += 1;
         self.entries.push(Entry {
             version,
+            adapter,
             tokens: prompt.to_vec(),
             layers,
             bytes,
@@ -246,6 +281,27 @@ mod tests {
         assert_eq!(pc.stats().entries, 0);
         assert_eq!(pc.stats().hits, 2);
         assert_eq!(pc.stats().reused_tokens, 15);
+    }
+
+    #[test]
+    fn a_prefix_is_reused_only_under_its_own_adapter_and_version() {
+        let mut pc = PrefixCache::<B>::new(PrefixCacheOptions {
+            budget_bytes: 1 << 20,
+            min_tokens: 2,
+        });
+        let a: Vec<u32> = (0..10).collect();
+        let tag = |v: u64| Some((std::sync::Arc::<str>::from("alice"), v));
+        pc.insert_for(1, tag(3), &a, &cache(10, 2), 0);
+        assert!(pc.lookup(1, &a).is_none(), "the base does not take alice's");
+        assert!(pc.lookup_for(1, Some(("bob".into(), 3)), &a).is_none());
+        assert_eq!(pc.lookup_for(1, tag(3), &a).unwrap().len, 9);
+        // The base's own entry sits beside it.
+        pc.insert(1, &a, &cache(10, 2), 0);
+        assert_eq!(pc.stats().entries, 2);
+        // Alice's next version drops her old entry and keeps the base's.
+        assert!(pc.lookup_for(1, tag(4), &a).is_none());
+        assert_eq!(pc.stats().entries, 1);
+        assert_eq!(pc.lookup(1, &a).unwrap().len, 9);
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod causal_attention;
 pub mod flex;
 pub mod host_kv;
 pub mod logprob_gather;
+pub mod lora_rows;
 pub mod prefill_matmul;
 pub mod simd_kernels;
 pub mod small_matmul;

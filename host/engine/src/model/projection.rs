@@ -13,6 +13,7 @@ use burn::prelude::*;
 use burn::tensor::backend::AutodiffBackend;
 
 use super::io::{to_f32_vec, TensorExport, WeightSource};
+use crate::adapters::RowLora;
 use crate::kernels::transpose;
 use crate::quant::QuantMatrix;
 
@@ -35,7 +36,80 @@ pub struct Projection<B: Backend> {
     pub bias: Option<Param<Tensor<B, 1>>>,
     /// LoRA adapter beside the weight (training, or serving over quantised blocks).
     pub lora: Option<LoraAdapter<B>>,
+    /// Adapters by row, in a view serving several adapters at once
+    /// ([`crate::adapters::rows_view`]).
+    pub rows: RowAdapters<B>,
 }
+
+/// The adapters of a view's rows ([`RowLora`]), or none. A module with nothing to train or
+/// save: the derive's `skip` does not take a field generic over the backend, hence this one.
+#[derive(Clone, Debug)]
+pub struct RowAdapters<B: Backend>(pub Option<Arc<RowLora<B>>>);
+
+impl<B: Backend> Default for RowAdapters<B> {
+    fn default() -> Self {
+        RowAdapters(None)
+    }
+}
+
+impl<B: Backend> Module<B> for RowAdapters<B> {
+    type Record = burn::module::EmptyRecord;
+
+    fn collect_devices(&self, devices: Devices<B>) -> Devices<B> {
+        devices
+    }
+
+    fn fork(self, _: &B::Device) -> Self {
+        self
+    }
+
+    fn to_device(self, _: &B::Device) -> Self {
+        self
+    }
+
+    fn visit<V: ModuleVisitor<B>>(&self, _: &mut V) {}
+
+    fn map<M: ModuleMapper<B>>(self, _: &mut M) -> Self {
+        self
+    }
+
+    fn load_record(self, _: Self::Record) -> Self {
+        self
+    }
+
+    fn into_record(self) -> Self::Record {
+        burn::module::EmptyRecord::new()
+    }
+}
+
+impl<B: AutodiffBackend> AutodiffModule<B> for RowAdapters<B> {
+    type InnerModule = RowAdapters<B::InnerBackend>;
+
+    // Views serve; training never holds one.
+    fn valid(&self) -> Self::InnerModule {
+        RowAdapters(None)
+    }
+
+    fn from_inner(_: Self::InnerModule) -> Self {
+        RowAdapters(None)
+    }
+}
+
+impl<B: Backend> ModuleDisplayDefault for RowAdapters<B> {
+    fn content(&self, content: Content) -> Option<Content> {
+        let what = match &self.0 {
+            Some(_) => "adapters by row",
+            None => "none",
+        };
+        content.add_formatted(&what).optional()
+    }
+
+    fn num_params(&self) -> usize {
+        0
+    }
+}
+
+impl<B: Backend> ModuleDisplay for RowAdapters<B> {}
 
 /// A LoRA adapter on a projection, which then computes `x W + scale · dropout(x) A B`.
 /// Training attaches adapters; serving gets them merged into f32 weights, or, over a base kept
@@ -71,6 +145,7 @@ impl<B: Backend> Projection<B> {
             weight: Weight::Quantised(Arc::new(q)),
             bias: load_bias(src, prefix, d_out, bias, device)?,
             lora: None,
+            rows: RowAdapters::default(),
         })
     }
 
@@ -93,6 +168,7 @@ impl<B: Backend> Projection<B> {
             weight: Weight::Dense(weight),
             bias: load_bias(src, prefix, d_out, bias, device)?,
             lora: None,
+            rows: RowAdapters::default(),
         })
     }
 
@@ -126,8 +202,8 @@ impl<B: Backend> Projection<B> {
     /// The f32 weight `[d_in, d_out]` when it is all the projection computes with (no bias, no
     /// adapter): what fused kernels that take the bare weight may use.
     pub fn plain_weight(&self) -> Option<Tensor<B, 2>> {
-        match (&self.weight, &self.bias, &self.lora) {
-            (Weight::Dense(w), None, None) => Some(w.val()),
+        match (&self.weight, &self.bias, &self.lora, &self.rows.0) {
+            (Weight::Dense(w), None, None, None) => Some(w.val()),
             _ => None,
         }
     }
@@ -149,9 +225,16 @@ impl<B: Backend> Projection<B> {
         let dims = x.dims();
         let rows: usize = dims[..D - 1].iter().product();
         let x = x.reshape([rows, dims[D - 1]]);
-        let y = match &self.lora {
-            Some(lora) => self.base(x.clone()) + lora.delta(x),
-            None => self.base(x),
+        let y = match (&self.lora, &self.rows.0) {
+            (Some(lora), None) => self.base(x.clone()) + lora.delta(x),
+            (None, None) => self.base(x),
+            (lora, Some(rows)) => {
+                let mut y = self.base(x.clone());
+                if let Some(lora) = lora {
+                    y = y + lora.delta(x.clone());
+                }
+                rows.add_to(y, x)
+            }
         };
         let mut out = dims;
         out[D - 1] = y.dims()[1];
@@ -180,6 +263,9 @@ impl<B: Backend> Projection<B> {
             let mut y = p.with_bias(bases.next().expect("one result per projection"));
             if let Some(lora) = &p.lora {
                 y = y + lora.delta(x2.clone());
+            }
+            if let Some(rows) = &p.rows.0 {
+                y = rows.add_to(y, x2.clone());
             }
             let mut out = dims;
             out[D - 1] = y.dims()[1];
@@ -255,7 +341,7 @@ fn load_bias<B: Backend>(
 
 /// `x w` through the CPU kernels for few rows (decode) or many (prefill) when they apply, as
 /// one recorded operation in a training step on the CPU, else burn's matmul (CUDA).
-fn matmul<B: Backend>(x: Tensor<B, 2>, w: Tensor<B, 2>) -> Tensor<B, 2> {
+pub(crate) fn matmul<B: Backend>(x: Tensor<B, 2>, w: Tensor<B, 2>) -> Tensor<B, 2> {
     crate::kernels::small_matmul::try_matmul(&x, &w)
         .or_else(|| crate::kernels::prefill_matmul::try_matmul(&x, &w))
         .or_else(|| crate::kernels::trained_matmul::try_tracked_matmul(&x, &w))
@@ -374,6 +460,7 @@ mod tests {
                 &dev,
             )),
             lora: lora.then(|| adapter(d_in, d_out, seed + 100)),
+            rows: RowAdapters::default(),
         }
     }
 

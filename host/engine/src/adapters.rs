@@ -1,0 +1,352 @@
+//! Many LoRA adapters served over one base model, in one batch (S-LoRA and Punica's gathers).
+//!
+//! The base stays as it is (unmerged, possibly in quantised blocks) and each request may name
+//! an adapter. A forward pass over rows of several adapters runs on a *view* of the base
+//! ([`rows_view`]): the same weights, with each projection told which adapter each row takes
+//! ([`RowLora`]). Each projection then adds, for every adapter present, `scale · x_s A_s B_s`
+//! to the rows `x_s` that take it; rows with no adapter get the base alone. Every product goes
+//! through the same matmul the projection's own adapter would (the decode kernel sums each row
+//! in an order that does not depend on the other rows), so a request computes the same thing in
+//! a mixed batch as alone with its adapter.
+
+use std::sync::Arc;
+
+use anyhow::{bail, Result};
+use burn::prelude::*;
+use burn::tensor::IndexingUpdateOp;
+
+use crate::lora::{self, LoraConfig};
+use crate::model::Model;
+use crate::rng::Rng;
+
+/// One projection's adapter: `A [d_in, rank]`, `B [rank, d_out]` and `scale`.
+#[derive(Clone, Debug)]
+pub struct LoraPair<B: Backend> {
+    /// Down projection.
+    pub a: Tensor<B, 2>,
+    /// Up projection.
+    pub b: Tensor<B, 2>,
+    /// `lora_alpha / rank`.
+    pub scale: f64,
+}
+
+/// An adapter for every projection of a model: per layer, its seven projections (q, k, v, o,
+/// gate, up, down), each with an adapter or none.
+#[derive(Clone, Debug)]
+pub struct AdapterWeights<B: Backend> {
+    layers: Vec<[Option<LoraPair<B>>; 7]>,
+}
+
+impl<B: Backend> AdapterWeights<B> {
+    /// The adapters `model` carries (a LoRA run's policy, a loaded PEFT adapter).
+    pub fn of(model: &Model<B>) -> Result<Self> {
+        if !lora::has_adapters(model) {
+            bail!("the model carries no LoRA adapter");
+        }
+        let layers = model
+            .model
+            .layers
+            .iter()
+            .map(|l| {
+                lora::projections(l).map(|p| {
+                    p.lora.as_ref().map(|a| LoraPair {
+                        a: a.a.val(),
+                        b: a.b.val(),
+                        scale: a.scale,
+                    })
+                })
+            })
+            .collect();
+        Ok(AdapterWeights { layers })
+    }
+
+    /// A random adapter over `model` as `cfg` shapes it, both factors drawn from `seed` (B
+    /// uniform in `±b_bound`): benchmarks and tests of serving, where a fresh adapter's zero B
+    /// would hide its cost's effect on the output.
+    pub fn random(model: &Model<B>, cfg: &LoraConfig, seed: u64, b_bound: f32) -> Result<Self> {
+        let attached = lora::attach(lora::stripped(model), cfg, seed)?;
+        let mut w = Self::of(&attached)?;
+        let mut rng = Rng::new(seed ^ 0x5eed_b0b5);
+        for pair in w.layers.iter_mut().flatten().flatten() {
+            let [r, d_out] = pair.b.dims();
+            let b: Vec<f32> = (0..r * d_out)
+                .map(|_| (rng.uniform() as f32 * 2.0 - 1.0) * b_bound)
+                .collect();
+            pair.b = Tensor::from_data(TensorData::new(b, [r, d_out]), &pair.b.device());
+        }
+        Ok(w)
+    }
+
+    /// Bytes its factors take in f32.
+    pub fn bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .flatten()
+            .flatten()
+            .map(|p| {
+                (p.a.dims().iter().product::<usize>() + p.b.dims().iter().product::<usize>()) * 4
+            })
+            .sum()
+    }
+}
+
+/// An adapter as requests are served with it: its name and version with its weights.
+#[derive(Debug)]
+pub struct ServedAdapter<B: Backend> {
+    /// Whose it is (a user's id).
+    pub name: Arc<str>,
+    /// Its weight version (each training step that publishes it adds one).
+    pub version: u64,
+    /// The factors.
+    pub weights: AdapterWeights<B>,
+}
+
+/// Which adapter each row of a projection's input takes: the adapters present, and for each
+/// sequence its adapter's index among them (rows are `[sequences × positions]`, flattened).
+#[derive(Clone, Debug)]
+pub struct RowLora<B: Backend> {
+    /// This projection's factors in each adapter present (`None`: the adapter leaves it alone).
+    pairs: Vec<Option<LoraPair<B>>>,
+    /// The sequences and their adapters, shared by every projection of the view.
+    sequences: Arc<[Option<usize>]>,
+}
+
+impl<B: Backend> RowLora<B> {
+    /// `x [rows, d_in]`'s adapter terms added to `y [rows, d_out]`: each adapter's rows go
+    /// through its two products together, and are put back in their places.
+    pub fn add_to(&self, y: Tensor<B, 2>, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        let [rows, _] = x.dims();
+        let seqs = self.sequences.len();
+        if seqs == 0 || rows % seqs != 0 {
+            // Not a layout the view was made for: a bug, never a silent wrong answer.
+            panic!("a view for {seqs} sequences got {rows} rows");
+        }
+        let per = rows / seqs;
+        // Each adapter present with the rows that take it (none with no rows: CUDA refuses
+        // operations on empty sets).
+        let groups: Vec<(&LoraPair<B>, Vec<usize>)> = self
+            .pairs
+            .iter()
+            .enumerate()
+            .filter_map(|(s, pair)| {
+                let rows: Vec<usize> = self
+                    .sequences
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, a)| **a == Some(s))
+                    .flat_map(|(q, _)| q * per..(q + 1) * per)
+                    .collect();
+                Some((pair.as_ref()?, rows)).filter(|(_, r)| !r.is_empty())
+            })
+            .collect();
+        if let Some(out) = crate::kernels::lora_rows::try_add_rows(&y, &x, &groups) {
+            return out;
+        }
+        add_groups(y, x, groups)
+    }
+}
+
+/// `y` plus each adapter's term on its rows, in burn's operations (CUDA, prefill).
+fn add_groups<B: Backend>(
+    y: Tensor<B, 2>,
+    x: Tensor<B, 2>,
+    groups: Vec<(&LoraPair<B>, Vec<usize>)>,
+) -> Tensor<B, 2> {
+    let rows = x.dims()[0];
+    let device = x.device();
+    let mut out = y;
+    for (pair, idx) in groups {
+        out = if idx.len() == rows {
+            out + lora_delta(x.clone(), pair)
+        } else {
+            let n = idx.len();
+            let idx: Vec<i64> = idx.into_iter().map(|r| r as i64).collect();
+            let idx = Tensor::<B, 1, Int>::from_data(TensorData::new(idx, [n]), &device);
+            let d = lora_delta(x.clone().select(0, idx.clone()), pair);
+            out.select_assign(0, idx, d, IndexingUpdateOp::Add)
+        };
+    }
+    out
+}
+
+/// `scale · x A B`, as a projection's own adapter computes it.
+fn lora_delta<B: Backend>(x: Tensor<B, 2>, p: &LoraPair<B>) -> Tensor<B, 2> {
+    let low = crate::model::projection::matmul(x, p.a.clone()).mul_scalar(p.scale);
+    crate::model::projection::matmul(low, p.b.clone())
+}
+
+/// A view of `model` whose forward passes serve sequence `i` with adapter
+/// `adapters[sequences[i]]` (none where it is `None`). `model` must carry no adapter of its own.
+pub fn rows_view<B: Backend>(
+    model: &Model<B>,
+    adapters: &[Arc<ServedAdapter<B>>],
+    sequences: &[Option<usize>],
+) -> Result<Model<B>> {
+    if lora::has_adapters(model) {
+        bail!("adapters are served over a base without adapters of its own");
+    }
+    for a in adapters {
+        if a.weights.layers.len() != model.model.layers.len() {
+            bail!(
+                "adapter `{}` has {} layers, the model {}",
+                a.name,
+                a.weights.layers.len(),
+                model.model.layers.len()
+            );
+        }
+    }
+    if let Some(i) = sequences.iter().flatten().find(|&&i| i >= adapters.len()) {
+        bail!(
+            "sequence adapter {i} is not among the {} given",
+            adapters.len()
+        );
+    }
+    let sequences: Arc<[Option<usize>]> = sequences.into();
+    let mut view = model.clone();
+    for (l, layer) in view.model.layers.iter_mut().enumerate() {
+        for (j, p) in lora::projections_mut(layer).into_iter().enumerate() {
+            let pairs: Vec<Option<LoraPair<B>>> = adapters
+                .iter()
+                .map(|a| a.weights.layers[l][j].clone())
+                .collect();
+            if let Some(pair) = pairs.iter().flatten().next() {
+                let [d_in, d_out] = p.dims();
+                if pair.a.dims()[0] != d_in || pair.b.dims()[1] != d_out {
+                    bail!("an adapter does not fit layer {l}'s projection {j}");
+                }
+            }
+            p.rows.0 = pairs.iter().any(Option::is_some).then(|| {
+                Arc::new(RowLora {
+                    pairs,
+                    sequences: sequences.clone(),
+                })
+            });
+        }
+    }
+    Ok(view)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::small_matmul::decode_scope;
+    use crate::CpuBackend;
+
+    fn tiny() -> Model<CpuBackend> {
+        let cfg = crate::ModelConfig::qwen3(300, 64, 96, 2, 4, 2, 16, true);
+        crate::random_model::<CpuBackend>(cfg, 7, &Default::default()).unwrap()
+    }
+
+    fn served(model: &Model<CpuBackend>, name: &str, seed: u64) -> Arc<ServedAdapter<CpuBackend>> {
+        let cfg = LoraConfig {
+            rank: 4,
+            ..LoraConfig::default()
+        };
+        Arc::new(ServedAdapter {
+            name: name.into(),
+            version: 1,
+            weights: AdapterWeights::random(model, &cfg, seed, 0.05).unwrap(),
+        })
+    }
+
+    fn hidden(model: &Model<CpuBackend>, ids: Vec<i64>, n: usize) -> Vec<f32> {
+        let s = ids.len() / n;
+        let dev = Default::default();
+        let tokens = Tensor::<CpuBackend, 2, Int>::from_data(TensorData::new(ids, [n, s]), &dev);
+        let ctx = crate::model::attention::AttnContext {
+            rope: model.rope_from_zero(n, s, &dev),
+            key_mask: None,
+        };
+        // SAFETY: a forward pass and a copy of its result.
+        unsafe { decode_scope(|| crate::weights::to_f32_vec(model.hidden(tokens, &ctx, None))) }
+    }
+
+    /// Rows of three adapters and none, in one pass, give each row the bits it gets alone with
+    /// its adapter (or alone on the base).
+    #[test]
+    fn a_row_in_a_mixed_batch_gets_the_bits_it_gets_alone() {
+        let base = tiny();
+        let adapters = vec![
+            served(&base, "a", 1),
+            served(&base, "b", 2),
+            served(&base, "c", 3),
+        ];
+        let assignment = [Some(0), None, Some(2), Some(1), Some(0)];
+        let ids: Vec<i64> = vec![5, 9, 11, 3, 2];
+        let mixed = hidden(
+            &rows_view(&base, &adapters, &assignment).unwrap(),
+            ids.clone(),
+            5,
+        );
+        let d = mixed.len() / 5;
+        for (r, a) in assignment.iter().enumerate() {
+            let alone = match a {
+                Some(i) => rows_view(&base, &adapters[*i..=*i], &[Some(0)]).unwrap(),
+                None => base.clone(),
+            };
+            let want = hidden(&alone, vec![ids[r]], 1);
+            assert_eq!(&mixed[r * d..(r + 1) * d], &want[..], "row {r}");
+        }
+        // The adapters change what the rows compute.
+        let plain = hidden(&base, ids, 5);
+        assert_ne!(&plain[..d], &mixed[..d]);
+        assert_eq!(
+            &plain[d..2 * d],
+            &mixed[d..2 * d],
+            "the row without an adapter"
+        );
+    }
+
+    /// The CPU kernel and burn's own operations give the same bits.
+    #[test]
+    fn the_cpu_kernel_gives_the_bits_of_burns_path() {
+        let base = tiny();
+        let adapters = [served(&base, "a", 1), served(&base, "b", 2)];
+        let pair = |i: usize| adapters[i].weights.layers[0][0].clone().unwrap();
+        let (pa, pb) = (pair(0), pair(1));
+        let [d_in, _] = pa.a.dims();
+        let d_out = pa.b.dims()[1];
+        let dev = Default::default();
+        let mut rng = Rng::new(3);
+        let mut random =
+            |n: usize| -> Vec<f32> { (0..n).map(|_| rng.uniform() as f32 - 0.5).collect() };
+        let x =
+            Tensor::<CpuBackend, 2>::from_data(TensorData::new(random(5 * d_in), [5, d_in]), &dev);
+        let y = Tensor::<CpuBackend, 2>::from_data(
+            TensorData::new(random(5 * d_out), [5, d_out]),
+            &dev,
+        );
+        // SAFETY: the closure leaves nothing on the pool's thread.
+        let (fast, burn) = unsafe {
+            decode_scope(|| {
+                let groups = vec![(&pa, vec![0, 3]), (&pb, vec![1, 2, 4])];
+                let fast = crate::kernels::lora_rows::try_add_rows(&y, &x, &groups)
+                    .expect("the CPU kernel takes a decode step");
+                (fast, add_groups(y.clone(), x.clone(), groups))
+            })
+        };
+        assert_eq!(
+            fast.into_data().to_vec::<f32>().unwrap(),
+            burn.into_data().to_vec::<f32>().unwrap()
+        );
+    }
+
+    /// An adapter served in a view computes what the same adapter attached to the model does.
+    #[test]
+    fn a_view_computes_what_the_attached_adapter_does() {
+        let base = tiny();
+        let cfg = LoraConfig {
+            rank: 4,
+            ..LoraConfig::default()
+        };
+        let attached = lora::attach(base.clone(), &cfg, 5).unwrap();
+        let served = Arc::new(ServedAdapter {
+            name: "x".into(),
+            version: 1,
+            weights: AdapterWeights::of(&attached).unwrap(),
+        });
+        let ids: Vec<i64> = vec![1, 4, 9, 16];
+        let view = rows_view(&base, &[served], &[Some(0)]).unwrap();
+        assert_eq!(hidden(&view, ids.clone(), 1), hidden(&attached, ids, 1));
+    }
+}

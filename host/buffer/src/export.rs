@@ -52,6 +52,10 @@ pub fn trajectories(records: &[Envelope]) -> Vec<TrajectoryRecord> {
                         Record::Turn { constraint, .. } => constraint.clone(),
                         _ => None,
                     },
+                    adapter: match &env.record {
+                        Record::Turn { adapter, .. } => adapter.clone(),
+                        _ => None,
+                    },
                 });
             }
             Joined::NextState { turn, next_state } => {
@@ -128,6 +132,7 @@ pub fn episode_turns(e: &EpisodeEntry) -> Vec<TurnRecord> {
             response_logprobs: step.map(|g| g.logprobs.to_vec()),
             weight_version: step.map(|g| g.weight_version),
             constraint: None,
+            adapter: None,
         });
     }
     turns
@@ -202,11 +207,13 @@ mod tests {
         log.append(&Record::Turn {
             turn: Box::new(turn("s1", 0, TurnType::Main)),
             constraint: None,
+            adapter: None,
         })
         .unwrap();
         log.append(&Record::Turn {
             turn: Box::new(turn("s2", 0, TurnType::Side)),
             constraint: None,
+            adapter: None,
         })
         .unwrap();
         log.append(&Record::NextState {
@@ -234,6 +241,7 @@ mod tests {
         log.append(&Record::Turn {
             turn: Box::new(turn("s1", 1, TurnType::Main)),
             constraint: None,
+            adapter: None,
         })
         .unwrap();
         let replay = Log::read_all(dir.path()).unwrap();

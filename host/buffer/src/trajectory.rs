@@ -71,6 +71,9 @@ pub struct TurnRecord {
     /// `tool_call`), when one was: its logprobs are the masked distribution's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub constraint: Option<String>,
+    /// The LoRA adapter the response was sampled with over the base, when one was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<String>,
 }
 
 fn yes() -> bool {

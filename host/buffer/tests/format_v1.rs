@@ -160,10 +160,12 @@ fn every_kind() -> Vec<Envelope> {
         Record::Turn {
             turn: Box::new(turn(true, r#"[{"type":"function"}]"#, TurnType::Main)),
             constraint: None,
+            adapter: None,
         },
         Record::Turn {
             turn: Box::new(turn(false, "", TurnType::Side)),
             constraint: None,
+            adapter: None,
         },
         Record::NextState {
             session_id: "s1".into(),
@@ -216,6 +218,7 @@ fn every_kind() -> Vec<Envelope> {
         Record::Turn {
             turn: Box::new(turn(true, "", TurnType::Main)),
             constraint: Some("json_schema".into()),
+            adapter: None,
         },
         Record::Feedback {
             session_id: "s1".into(),

@@ -112,6 +112,7 @@ impl SampleArgs {
             stop_strings: Vec::new(),
             top_logprobs: 0,
             constraint: None,
+            adapter: None,
             seed,
         }
     }

@@ -1239,3 +1239,133 @@ fn several_choices_are_sibling_turns_and_the_one_continued_gets_the_next_state()
         .sum();
     assert_eq!(stream["completion_tokens"], streamed_tokens, "{py}");
 }
+
+/// `--lora-modules`, as vLLM serves adapters: each adapter is a model id of its own, listed
+/// with its parent; a request naming it is answered by it (in one batch with the others); its
+/// turns are recorded with the adapter's name and not trained on; an unknown one is a 404 and
+/// an adapter that cannot be loaded stops the server naming it.
+#[test]
+fn lora_modules_answer_the_requests_that_name_them() {
+    use openclaw_engine::adapters::AdapterWeights;
+    use openclaw_engine::lora::{save_adapters, LoraConfig};
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let base =
+        openclaw_engine::load_model::<openclaw_engine::CpuBackend>(&model, &Default::default())
+            .unwrap();
+    let cfg = LoraConfig {
+        rank: 8,
+        alpha: 16.0,
+        ..LoraConfig::default()
+    };
+    let mut modules = Vec::new();
+    for (name, seed) in [("alice", 1), ("bob", 2)] {
+        let dir = tmp.path().join(name);
+        let w = AdapterWeights::random(&base, &cfg, seed, 0.5).unwrap();
+        save_adapters(&w.attached_to(&base).unwrap(), &cfg, "model", &dir).unwrap();
+        modules.push(format!("{name}={}", dir.display()));
+    }
+    let buffer = tmp.path().join("rl_buffer");
+    let server = start(&model, &buffer, &["--lora-modules", &modules.join(",")]);
+    let listed: Value = ureq::get(&format!("{}/v1/models", server.url))
+        .call()
+        .unwrap()
+        .body_mut()
+        .read_json()
+        .unwrap();
+    let ids: Vec<&str> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["model", "alice", "bob"], "{listed}");
+    assert_eq!(listed["data"][1]["parent"], "model");
+
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let ask = |model: &str| -> (u16, Value) {
+        let mut r = agent
+            .post(&format!("{}/v1/chat/completions", server.url))
+            .send_json(serde_json::json!({
+                "model": model,
+                "messages": [{"role": "user", "content": "Describe the owl."}],
+                "max_tokens": 12,
+                "temperature": 0,
+            }))
+            .unwrap();
+        (r.status().as_u16(), r.body_mut().read_json().unwrap())
+    };
+    // Side by side, so the three share decode steps.
+    let answers: Vec<(u16, Value)> = std::thread::scope(|s| {
+        let hs: Vec<_> = ["model", "alice", "bob"]
+            .map(|m| s.spawn(move || ask(m)))
+            .into_iter()
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let text = |v: &Value| {
+        v["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    for ((status, body), name) in answers.iter().zip(["model", "alice", "bob"]) {
+        assert_eq!(*status, 200, "{body}");
+        assert_eq!(body["model"], name, "the answer names who answered");
+    }
+    assert!(
+        text(&answers[1].1) != text(&answers[0].1) || text(&answers[2].1) != text(&answers[0].1),
+        "the adapters answer differently from the base"
+    );
+    // Greedy again, alone: the same answer as in the shared batch.
+    assert_eq!(text(&ask("alice").1), text(&answers[1].1));
+    let (status, body) = ask("carol");
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (404, Some("model_not_found"))
+    );
+    drop(server);
+
+    let turns: Vec<Value> = export(&buffer)
+        .into_iter()
+        .flat_map(|s| s["turns"].as_array().unwrap().clone())
+        .collect();
+    let by_adapter = |a: Option<&str>| -> Vec<bool> {
+        turns
+            .iter()
+            .filter(|t| t["adapter"].as_str() == a)
+            .map(|t| t["trainable"].as_bool().unwrap())
+            .collect()
+    };
+    assert_eq!(by_adapter(None), [true], "the base's turn trains");
+    assert_eq!(
+        by_adapter(Some("alice")),
+        [false, false],
+        "an adapter's turns do not train the base"
+    );
+    assert_eq!(by_adapter(Some("bob")), [false]);
+
+    // An adapter that cannot be loaded stops the server, naming it.
+    let o = host_command(tmp.path())
+        .arg("serve")
+        .arg("--model-path")
+        .arg(&model)
+        .args([
+            "--port",
+            "0",
+            "--lora-modules",
+            "ghost=/nonexistent/adapter",
+            "--rl-buffer-dir",
+        ])
+        .arg(tmp.path().join("other_buffer"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("adapter `ghost`"),
+        "{err}"
+    );
+}

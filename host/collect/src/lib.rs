@@ -5,7 +5,7 @@ pub mod recorder;
 pub mod sessions;
 pub mod turns;
 
-pub use recorder::{CollectEvent, FeedbackFate, Recorder};
+pub use recorder::{CollectEvent, FeedbackFate, Recorder, Sampled};
 pub use sessions::{
     valid_session_id, Assignment, Closed, SessionHints, SessionTracker, TrackerOptions,
 };

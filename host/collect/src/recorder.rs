@@ -75,6 +75,15 @@ pub enum FeedbackFate {
 /// (`n`, at most 8 at the server).
 const MAX_AWAITED: usize = 16;
 
+/// What a turn's reply was sampled under, besides the base policy.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sampled<'a> {
+    /// The grammar that narrowed it (structured outputs), by kind.
+    pub constraint: Option<&'a str>,
+    /// The LoRA adapter it was sampled with, by name.
+    pub adapter: Option<&'a str>,
+}
+
 /// A session's latest main turns: (index, sequence number).
 type Latest = Vec<(u32, u64)>;
 
@@ -123,12 +132,12 @@ impl Recorder {
         }
     }
 
-    /// Records a served turn; `constraint` names the grammar its reply was decoded under, if
-    /// any.
-    pub fn turn(&self, turn: Turn, constraint: Option<&str>) -> Result<u64> {
+    /// Records a served turn, with what its reply was sampled under.
+    pub fn turn(&self, turn: Turn, sampled: Sampled<'_>) -> Result<u64> {
         let seq = self.log.append(&Record::Turn {
             turn: Box::new(turn.clone()),
-            constraint: constraint.map(str::to_owned),
+            constraint: sampled.constraint.map(str::to_owned),
+            adapter: sampled.adapter.map(str::to_owned),
         })?;
         if turn.turn_type == TurnType::Main {
             if let Ok(mut a) = self.awaiting.lock() {
@@ -281,14 +290,23 @@ mod tests {
             content: "ok".into(),
             messages: vec![].into(),
         };
-        rec.turn(openclaw_buffer::testing::test_turn("s", 0), None)
-            .unwrap();
+        rec.turn(
+            openclaw_buffer::testing::test_turn("s", 0),
+            Sampled::default(),
+        )
+        .unwrap();
         let second = rec
-            .turn(openclaw_buffer::testing::test_turn("s", 1), None)
+            .turn(
+                openclaw_buffer::testing::test_turn("s", 1),
+                Sampled::default(),
+            )
             .unwrap();
         rec.next_state("s", 1, ns()).unwrap();
-        rec.turn(openclaw_buffer::testing::test_turn("t", 0), None)
-            .unwrap();
+        rec.turn(
+            openclaw_buffer::testing::test_turn("t", 0),
+            Sampled::default(),
+        )
+        .unwrap();
         rec.closed("t", "done", &[0]).unwrap();
         rec.next_state("t", 0, ns()).unwrap();
         let read = Log::read_all(dir.path()).unwrap();

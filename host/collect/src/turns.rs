@@ -45,6 +45,10 @@ pub struct Answer<'a> {
     /// The grammar the reply was decoded under (structured outputs), by kind: the logprobs
     /// are then the masked distribution's, and the turn is not trained on.
     pub constraint: Option<&'static str>,
+    /// The LoRA adapter the reply was sampled with (`--lora-modules`): the turn is then that
+    /// adapter's, not the shared policy's, and is recorded as not trainable (nothing trains
+    /// an adapter yet).
+    pub adapter: Option<&'a str>,
     /// The id the client got (`chatcmpl-...`), by which it may give feedback.
     pub completion_id: &'a str,
 }
@@ -270,12 +274,20 @@ impl TurnDesk {
             next_state: None.into(),
             // A grammar's masks are not part of the policy: its logprobs are not the policy's,
             // so the turn is kept (and its successor's next state) but not trained on.
-            trainable: assignment.turn_type == TurnType::Main && answer.constraint.is_none(),
+            trainable: assignment.turn_type == TurnType::Main
+                && answer.constraint.is_none()
+                && answer.adapter.is_none(),
         };
         let trainable = turn.trainable;
         let recorded = self
             .recorder
-            .turn(turn, answer.constraint)
+            .turn(
+                turn,
+                crate::Sampled {
+                    constraint: answer.constraint,
+                    adapter: answer.adapter,
+                },
+            )
             .map(|seq| {
                 if let Ok(mut r) = self.recent.lock() {
                     r.add(Recent {

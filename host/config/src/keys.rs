@@ -266,6 +266,14 @@ pub const KEYS: &[KeySpec] = &[
         "the model id clients use; empty: the model path's last component, a GGUF file's without `.gguf` (its file name is accepted too; `default` for the built-in model); `default` is always accepted too",
     ),
     key(
+        "lora_modules",
+        Str,
+        "\"\"",
+        &[],
+        "lora-modules",
+        "LoRA adapters to serve over the model, as vLLM's flag: name=dir[,name=dir...] (PEFT directories); a request's `model` names one",
+    ),
+    key(
         "enable_rl_intercept",
         Bool,
         "true",

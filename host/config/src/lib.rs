@@ -44,6 +44,8 @@ pub struct RunConfig {
     pub port: u16,
     pub api_key: String,
     pub served_model_name: String,
+    /// `--lora-modules`: `name=dir` pairs of adapters served over the model.
+    pub lora_modules: String,
     pub enable_rl_intercept: bool,
     pub max_body_bytes: u64,
     pub max_batch_size: u32,

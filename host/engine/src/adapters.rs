@@ -77,6 +77,35 @@ impl<B: Backend> AdapterWeights<B> {
         Ok(w)
     }
 
+    /// A copy of `base` (which must carry no adapter) with these factors attached as its own
+    /// adapters: to save them in PEFT's form ([`lora::save_adapters`]) or merge them.
+    pub fn attached_to(&self, base: &Model<B>) -> Result<Model<B>> {
+        if lora::has_adapters(base) {
+            bail!("the model already carries LoRA adapters");
+        }
+        if self.layers.len() != base.model.layers.len() {
+            bail!(
+                "the adapter has {} layers, the model {}",
+                self.layers.len(),
+                base.model.layers.len()
+            );
+        }
+        let mut out = base.clone();
+        for (layer, pairs) in out.model.layers.iter_mut().zip(&self.layers) {
+            for (p, pair) in lora::projections_mut(layer).into_iter().zip(pairs) {
+                p.lora = pair
+                    .as_ref()
+                    .map(|q| crate::model::projection::LoraAdapter {
+                        a: burn::module::Param::from_tensor(q.a.clone()),
+                        b: burn::module::Param::from_tensor(q.b.clone()),
+                        scale: q.scale,
+                        dropout: 0.0,
+                    });
+            }
+        }
+        Ok(out)
+    }
+
     /// Bytes its factors take in f32.
     pub fn bytes(&self) -> usize {
         self.layers
@@ -99,6 +128,58 @@ pub struct ServedAdapter<B: Backend> {
     pub version: u64,
     /// The factors.
     pub weights: AdapterWeights<B>,
+}
+
+/// The adapters a server holds, by name: what requests naming one are served with. Publishing
+/// an adapter again gives it the next version; a batch keeps the version it started with.
+#[derive(Debug, Default)]
+pub struct AdapterStore<B: Backend> {
+    adapters: std::sync::RwLock<std::collections::BTreeMap<Arc<str>, Arc<ServedAdapter<B>>>>,
+}
+
+impl<B: Backend> AdapterStore<B> {
+    /// An empty store.
+    pub fn new() -> Self {
+        AdapterStore {
+            adapters: Default::default(),
+        }
+    }
+
+    /// Makes `weights` adapter `name`'s current version; returns that version (1 for a new
+    /// name).
+    pub fn publish(&self, name: &str, weights: AdapterWeights<B>) -> u64 {
+        let mut map = self.adapters.write().unwrap_or_else(|e| e.into_inner());
+        let version = map.get(name).map_or(1, |a| a.version + 1);
+        let name: Arc<str> = name.into();
+        map.insert(
+            name.clone(),
+            Arc::new(ServedAdapter {
+                name,
+                version,
+                weights,
+            }),
+        );
+        version
+    }
+
+    /// Adapter `name`'s current version, if the store has one.
+    pub fn get(&self, name: &str) -> Option<Arc<ServedAdapter<B>>> {
+        let map = self.adapters.read().unwrap_or_else(|e| e.into_inner());
+        map.get(name).cloned()
+    }
+
+    /// The names held, in order.
+    pub fn names(&self) -> Vec<Arc<str>> {
+        let map = self.adapters.read().unwrap_or_else(|e| e.into_inner());
+        map.keys().cloned().collect()
+    }
+
+    /// Loads the PEFT adapter saved in `dir` (`adapter_config.json` and
+    /// `adapter_model.safetensors`) over `base` and publishes it as `name`.
+    pub fn load(&self, name: &str, base: &Model<B>, dir: &std::path::Path) -> Result<u64> {
+        let (with, _) = lora::load_adapters(lora::stripped(base), dir)?;
+        Ok(self.publish(name, AdapterWeights::of(&with)?))
+    }
 }
 
 /// Which adapter each row of a projection's input takes: the adapters present, and for each

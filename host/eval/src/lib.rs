@@ -329,6 +329,7 @@ pub fn evaluate_model<B: Backend>(
                     stop_strings: Vec::new(),
                     top_logprobs: 0,
                     constraint: None,
+                    adapter: None,
                     seed: sample_seed(opts.seed, cond_id, *index, k),
                 });
                 coords.push((ci, ti));

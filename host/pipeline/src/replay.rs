@@ -257,6 +257,7 @@ mod tests {
                 Record::Turn {
                     turn: Box::new(turn("a", 0)),
                     constraint: None,
+                    adapter: None,
                 },
             ),
             env(2, judged("a")),
@@ -267,6 +268,7 @@ mod tests {
                 Record::Turn {
                     turn: Box::new(turn("b", 0)),
                     constraint: None,
+                    adapter: None,
                 },
             ),
             env(5, judged("b")),
@@ -277,6 +279,7 @@ mod tests {
                 Record::Turn {
                     turn: Box::new(turn("c", 0)),
                     constraint: None,
+                    adapter: None,
                 },
             ),
             env(8, judged("c")),
@@ -286,6 +289,7 @@ mod tests {
                 Record::Turn {
                     turn: Box::new(turn("d", 0)),
                     constraint: None,
+                    adapter: None,
                 },
             ),
             env(
@@ -303,6 +307,7 @@ mod tests {
                 Record::Turn {
                     turn: Box::new(turn("e", 0)),
                     constraint: None,
+                    adapter: None,
                 },
             ),
         ];
@@ -336,6 +341,7 @@ mod tests {
                 Record::Turn {
                     turn: Box::new(turn("s", 0)),
                     constraint: None,
+                    adapter: None,
                 },
             )
         };

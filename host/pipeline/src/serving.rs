@@ -62,6 +62,43 @@ pub fn served_model_aliases(cfg: &RunConfig) -> Vec<String> {
     aliases
 }
 
+/// `--lora-modules`: `name=dir` pairs, separated by commas or spaces. A name is what a request
+/// gives as `model`: 1 to 64 letters, digits, `.`, `_` or `-`, neither the served model's id
+/// nor an alias, given once.
+pub fn lora_modules(cfg: &RunConfig) -> Result<Vec<(String, String)>> {
+    let served = served_model_name(cfg);
+    let aliases = served_model_aliases(cfg);
+    let mut out: Vec<(String, String)> = Vec::new();
+    let given = &cfg.lora_modules;
+    for entry in given
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|e| !e.is_empty())
+    {
+        let Some((name, dir)) = entry.split_once('=') else {
+            bail!("--lora-modules: `{entry}` is not name=dir");
+        };
+        let valid = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
+        if !valid {
+            bail!("--lora-modules: `{name}` is not a name (1-64 letters, digits, `.`, `_`, `-`)");
+        }
+        if name == served || aliases.iter().any(|a| a == name) || name == "default" {
+            bail!("--lora-modules: `{name}` is the served model's id");
+        }
+        if out.iter().any(|(n, _)| n == name) {
+            bail!("--lora-modules: `{name}` is given twice");
+        }
+        if dir.is_empty() {
+            bail!("--lora-modules: `{name}` has no directory");
+        }
+        out.push((name.to_string(), dir.to_string()));
+    }
+    Ok(out)
+}
+
 /// Whether a model path names a GGUF file, by its extension.
 fn is_gguf(path: &Path) -> bool {
     path.extension()
@@ -88,12 +125,36 @@ where
             );
         }
         metrics.weight_version.set(version as i64);
+        let modules = lora_modules(cfg)?;
+        if !modules.is_empty() && sink.is_some() {
+            bail!(
+                "--lora-modules: this run trains one shared policy, and would train it on replies \
+                 its adapters sampled; nothing trains an adapter yet, so serve adapters with `serve`"
+            );
+        }
         let engine = Arc::new(PolicyEngine::start(
             files,
             version,
             scheduler_options(cfg),
             metrics.clone(),
         ));
+        if !modules.is_empty() {
+            let base = engine.weights.current();
+            if openclaw_engine::lora::has_adapters(&base.model) {
+                bail!(
+                    "--lora-modules: the served model carries a LoRA adapter of its own; serve \
+                     adapters over a base without one"
+                );
+            }
+            for (name, dir) in &modules {
+                engine
+                    .adapters
+                    .load(name, &base.model, Path::new(dir))
+                    .with_context(|| {
+                        format!("--lora-modules: cannot load adapter `{name}` from {dir}")
+                    })?;
+            }
+        }
         let (log, replay) = Log::open(
             Path::new(&cfg.rl_buffer_dir),
             LogOptions {
@@ -154,6 +215,7 @@ where
                 body_timeout: Duration::from_secs(cfg.request_body_timeout.max(1)),
                 max_inflight_per_client: (cfg.max_inflight_per_client as usize).max(1),
                 max_inflight: (cfg.max_inflight as usize).max(1),
+                adapters: modules,
             },
         });
         Ok(Serving {
@@ -269,6 +331,33 @@ pub async fn interrupted() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lora_modules_are_name_dir_pairs_with_names_of_their_own() {
+        let modules = |given: &str| {
+            let mut cfg = RunConfig::defaults();
+            cfg.model_path = "/models/Qwen3-0.6B".into();
+            cfg.lora_modules = given.into();
+            lora_modules(&cfg).map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            modules("alice=/a, bob=/b/c").unwrap(),
+            [("alice".into(), "/a".into()), ("bob".into(), "/b/c".into())]
+        );
+        assert!(modules("").unwrap().is_empty());
+        for (given, says) in [
+            ("alice", "not name=dir"),
+            ("a b=/x", "not name=dir"),
+            ("al/ice=/x", "not a name"),
+            ("Qwen3-0.6B=/x", "served model's id"),
+            ("default=/x", "served model's id"),
+            ("a=/x,a=/y", "given twice"),
+            ("a=", "no directory"),
+        ] {
+            let e = modules(given).unwrap_err();
+            assert!(e.contains("--lora-modules") && e.contains(says), "{given}: {e}");
+        }
+    }
 
     #[test]
     fn a_gguf_files_id_leaves_out_gguf_and_its_file_name_stays_an_alias() {

@@ -8,6 +8,7 @@ use openclaw_buffer::messages::{from_abi, to_abi};
 use openclaw_chat::{
     ChatMessage, ChatTemplate, OutputParser, ParserOptions, RenderOptions, Tokenizer,
 };
+use openclaw_engine::adapters::AdapterStore;
 use openclaw_engine::{
     score, Detokenizer, GenerateRequest, Model, ModelConfig, Published, SamplingParams,
     ScoreOptions, ScoreRequest,
@@ -67,6 +68,8 @@ pub struct PolicyEngine<B: Backend> {
     pub stop_ids: Vec<u32>,
     /// The generation thread.
     pub scheduler: Scheduler,
+    /// The LoRA adapters requests may name (`--lora-modules`), served over the base.
+    pub adapters: Arc<AdapterStore<B>>,
     detok: Arc<TokenizerDetok>,
     max_token_bytes: std::sync::OnceLock<usize>,
     grammars: std::sync::OnceLock<Result<Arc<Grammars>, String>>,
@@ -85,9 +88,17 @@ where
     ) -> Self {
         let weights = Arc::new(Published::new(files.model, version));
         let detok = Arc::new(TokenizerDetok(files.tokenizer.clone()));
-        let scheduler = Scheduler::start(weights.clone(), detok.clone(), opts, metrics);
+        let adapters = Arc::new(AdapterStore::new());
+        let scheduler = Scheduler::start(
+            weights.clone(),
+            adapters.clone(),
+            detok.clone(),
+            opts,
+            metrics,
+        );
         PolicyEngine {
             weights,
+            adapters,
             stop_ids: stop_ids(&files.tokenizer),
             config: files.config,
             tokenizer: files.tokenizer,
@@ -167,6 +178,7 @@ where
             seed,
             top_logprobs: 0,
             constraint: None,
+            adapter: None,
         }
     }
 

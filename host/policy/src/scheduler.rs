@@ -8,6 +8,7 @@
 //! stops receiving tokens; its batch is dropped when nobody listens any more.
 
 use burn::prelude::Backend;
+use openclaw_engine::adapters::AdapterStore;
 use openclaw_engine::{
     DecodeBatch, Detokenizer, GenerateRequest, Generation, Model, PrefixCache, PrefixCacheOptions,
     Published, StopMatch,
@@ -89,6 +90,7 @@ impl Scheduler {
     /// Starts the thread on `weights`.
     pub fn start<B: Backend>(
         weights: Arc<Published<Model<B>>>,
+        adapters: Arc<AdapterStore<B>>,
         detokenizer: Arc<dyn Detokenizer>,
         opts: SchedulerOptions,
         metrics: Arc<Metrics>,
@@ -101,7 +103,7 @@ impl Scheduler {
         let count = inflight.clone();
         std::thread::Builder::new()
             .name("generate".into())
-            .spawn(move || run(weights, detokenizer, rx, opts, count, metrics))
+            .spawn(move || run(weights, adapters, detokenizer, rx, opts, count, metrics))
             .expect("spawn the generation thread");
         Scheduler { tx, inflight, opts }
     }
@@ -144,6 +146,7 @@ impl Scheduler {
 
 fn run<B: Backend>(
     weights: Arc<Published<Model<B>>>,
+    adapters: Arc<AdapterStore<B>>,
     detok: Arc<dyn Detokenizer>,
     rx: Receiver<Job>,
     opts: SchedulerOptions,
@@ -176,6 +179,7 @@ fn run<B: Backend>(
             let reused = prefixes.stats().reused_tokens;
             running.extend(start(
                 &weights,
+                &adapters,
                 &detok,
                 jobs,
                 &inflight,
@@ -206,6 +210,7 @@ fn release(job: &mut RunningJob, inflight: &AtomicUsize) {
 /// job is tried alone so only the bad one fails.
 fn start<B: Backend>(
     weights: &Published<Model<B>>,
+    store: &AdapterStore<B>,
     detok: &Arc<dyn Detokenizer>,
     jobs: Vec<Job>,
     inflight: &AtomicUsize,
@@ -214,12 +219,27 @@ fn start<B: Backend>(
 ) -> Vec<Running<B>> {
     let current = weights.current();
     let requests: Vec<GenerateRequest> = jobs.iter().map(|j| j.request.clone()).collect();
-    match DecodeBatch::with_prefix_cache(
-        current.clone(),
-        requests,
-        Some(detok.clone()),
-        Some(prefixes),
-    ) {
+    // Each request's adapter as the store holds it now: the batch keeps that version.
+    let adapters: Result<Vec<_>, String> = requests
+        .iter()
+        .map(|r| match &r.adapter {
+            None => Ok(None),
+            Some(name) => store
+                .get(name)
+                .map(Some)
+                .ok_or_else(|| format!("no adapter is named `{name}`")),
+        })
+        .collect();
+    let made = adapters.map_err(anyhow::Error::msg).and_then(|adapters| {
+        DecodeBatch::with_adapters(
+            current.clone(),
+            requests,
+            adapters,
+            Some(detok.clone()),
+            Some(prefixes),
+        )
+    });
+    match made {
         Ok(batch) => {
             let version = batch.weight_version();
             let jobs = jobs
@@ -246,7 +266,7 @@ fn start<B: Backend>(
         }
         Err(_) if jobs.len() > 1 => jobs
             .into_iter()
-            .flat_map(|j| start(weights, detok, vec![j], inflight, metrics, prefixes))
+            .flat_map(|j| start(weights, store, detok, vec![j], inflight, metrics, prefixes))
             .collect(),
         Err(e) => {
             for j in jobs {

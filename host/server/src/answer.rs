@@ -37,6 +37,15 @@ pub struct Turnkeeper {
     pub(crate) prompt_ids: Vec<u32>,
     pub(crate) id: String,
     pub(crate) created: u64,
+    /// The adapter answering it (`model` named one), else the served model.
+    pub(crate) adapter: Option<Arc<str>>,
+}
+
+impl Turnkeeper {
+    /// The model id its answer names: the adapter's, or the served model's.
+    fn model<'a>(&'a self, served: &'a str) -> &'a str {
+        self.adapter.as_deref().unwrap_or(served)
+    }
 }
 
 /// One step of a generation, as every answer reads it (chat's here, legacy completions' in
@@ -207,6 +216,7 @@ where
             response_logprobs: &g.logprobs,
             weight_version: g.weight_version,
             constraint: k.request.shape.as_ref().map(crate::protocol::Shape::kind),
+            adapter: k.adapter.as_deref(),
             completion_id: &k.id,
         };
         self.app
@@ -341,7 +351,7 @@ where
         "id": k.id,
         "object": "chat.completion",
         "created": k.created,
-        "model": app.opts.served_model_name,
+        "model": k.model(&app.opts.served_model_name),
         "choices": choices,
         "usage": usage(&k, completion_tokens),
         "session_id": k.assignment.session_id,
@@ -366,7 +376,7 @@ fn chunk<B: Backend>(
         "id": k.id,
         "object": "chat.completion.chunk",
         "created": k.created,
-        "model": app.opts.served_model_name,
+        "model": k.model(&app.opts.served_model_name),
         "choices": [{"index": index, "delta": delta, "finish_reason": finish, "logprobs": logprobs}],
     });
     Event::default().data(body.to_string())
@@ -459,7 +469,7 @@ pub async fn stream<B: Backend>(
                     continue;
                 }
                 if k.request.include_usage {
-                    let body = json!({"id": k.id, "object": "chat.completion.chunk", "created": k.created, "model": app.opts.served_model_name, "choices": [], "usage": usage(&k, completion_tokens)});
+                    let body = json!({"id": k.id, "object": "chat.completion.chunk", "created": k.created, "model": k.model(&app.opts.served_model_name), "choices": [], "usage": usage(&k, completion_tokens)});
                     let _ = send(Event::default().data(body.to_string())).await;
                 }
                 let _ = send(Event::default().data("[DONE]")).await;

@@ -62,6 +62,9 @@ pub struct ServerOptions {
     pub max_inflight_per_client: usize,
     /// Total slots (`--max-inflight`), for `/healthz`.
     pub max_inflight: usize,
+    /// The LoRA adapters served over the model (`--lora-modules`), by the id a request names
+    /// in `model` to be answered by one, with the directory each came from.
+    pub adapters: Vec<(String, String)>,
 }
 
 impl ServerOptions {
@@ -76,6 +79,21 @@ impl ServerOptions {
         match model {
             Some(m) if !self.serves(m) => Err(error::ApiError::model_not_found(m)),
             _ => Ok(()),
+        }
+    }
+
+    /// What a request's `model` asks for: the served model (`None`), or one of its adapters
+    /// (`--lora-modules`, as vLLM serves them); anything else is OpenAI's 404.
+    pub fn adapter_for(
+        &self,
+        model: Option<&str>,
+    ) -> Result<Option<std::sync::Arc<str>>, error::ApiError> {
+        match model {
+            Some(m) if !self.serves(m) => match self.adapters.iter().find(|(name, _)| name == m) {
+                Some((name, _)) => Ok(Some(name.as_str().into())),
+                None => Err(error::ApiError::model_not_found(m)),
+            },
+            _ => Ok(None),
         }
     }
 }

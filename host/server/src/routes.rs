@@ -182,11 +182,35 @@ where
     })
 }
 
+/// An adapter served over the model as vLLM lists one: its id, the directory it came from
+/// (`root`) and the served model it adapts (`parent`).
+fn adapter_object<B: Backend>(app: &App<B>, name: &str, dir: &str) -> Value
+where
+    Model<B>: Send + Sync,
+{
+    json!({
+        "id": name,
+        "object": "model",
+        "created": now(),
+        "owned_by": "openclaw-host",
+        "root": dir,
+        "parent": app.opts.served_model_name,
+        "max_model_len": app.engine.context(),
+    })
+}
+
 async fn models<B: Backend>(State(app): State<Arc<App<B>>>) -> Response
 where
     Model<B>: Send + Sync,
 {
-    Json(json!({"object": "list", "data": [model_object(&app)]})).into_response()
+    let mut data = vec![model_object(&app)];
+    data.extend(
+        app.opts
+            .adapters
+            .iter()
+            .map(|(name, dir)| adapter_object(&app, name, dir)),
+    );
+    Json(json!({"object": "list", "data": data})).into_response()
 }
 
 /// `GET /v1/models/{id}`: the served model's object when `id` is its id or an alias (answered
@@ -196,9 +220,11 @@ where
     Model<B>: Send + Sync,
 {
     if app.opts.serves(&id) {
-        Json(model_object(&app)).into_response()
-    } else {
-        ApiError::model_not_found(&id).into_response()
+        return Json(model_object(&app)).into_response();
+    }
+    match app.opts.adapters.iter().find(|(name, _)| *name == id) {
+        Some((name, dir)) => Json(adapter_object(&app, name, dir)).into_response(),
+        None => ApiError::model_not_found(&id).into_response(),
     }
 }
 
@@ -371,7 +397,7 @@ where
         }
     }
     let context = app.engine.context();
-    app.opts.check_model(request.model.as_deref())?;
+    let adapter = app.opts.adapter_for(request.model.as_deref())?;
     // Rendering and tokenizing a long prompt is CPU work: off the async threads.
     let engine = app.engine.clone();
     let (messages, tools) = (request.messages.clone(), request.tools.clone());
@@ -416,6 +442,7 @@ where
     }
     let mut gen_request = generation_request(&app, prompt.ids.clone(), &request.sampling)?;
     gen_request.top_logprobs = request.logprobs.unwrap_or(0);
+    gen_request.adapter = adapter.clone();
     if let Some(shape) = request.shape.clone() {
         gen_request.constraint = Some(grammar(&app, shape).await?);
     }
@@ -471,6 +498,7 @@ where
         prompt_ids: prompt.ids,
         id: format!("chatcmpl-{:016x}", rand::random::<u64>()),
         created: now(),
+        adapter,
         request,
     };
     if keeper.request.stream {

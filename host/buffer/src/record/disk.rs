@@ -67,6 +67,9 @@ enum DiskRecord<'a> {
         /// shipped; older records read as unconstrained).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         constraint: Option<Cow<'a, str>>,
+        /// Absent unless the reply was sampled with a LoRA adapter over the base.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        adapter: Option<Cow<'a, str>>,
     },
     NextState {
         session_id: Cow<'a, str>,
@@ -561,7 +564,12 @@ impl From<DiskEpisode<'_>> for EpisodeEntry {
 impl<'a> From<&'a Record> for DiskRecord<'a> {
     fn from(r: &'a Record) -> Self {
         match r {
-            Record::Turn { turn, constraint } => DiskRecord::Turn {
+            Record::Turn {
+                turn,
+                constraint,
+                adapter,
+            } => DiskRecord::Turn {
+                adapter: adapter.as_deref().map(Cow::Borrowed),
                 turn: Box::new((&**turn).into()),
                 constraint: constraint.as_deref().map(Cow::Borrowed),
             },
@@ -618,7 +626,12 @@ impl<'a> From<&'a Record> for DiskRecord<'a> {
 impl From<DiskRecord<'_>> for Record {
     fn from(r: DiskRecord<'_>) -> Self {
         match r {
-            DiskRecord::Turn { turn, constraint } => Record::Turn {
+            DiskRecord::Turn {
+                turn,
+                constraint,
+                adapter,
+            } => Record::Turn {
+                adapter: adapter.map(Cow::into_owned),
                 turn: Box::new((*turn).into()),
                 constraint: constraint.map(Cow::into_owned),
             },

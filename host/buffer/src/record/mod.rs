@@ -22,6 +22,9 @@ pub enum Record {
         /// `json_schema`, `tool_call`): its logprobs are those of the masked distribution, not
         /// the policy's, and the turn is recorded as not trainable.
         constraint: Option<String>,
+        /// The LoRA adapter the reply was sampled with over the base (`--lora-modules`): its
+        /// logprobs are that adapter's, not the shared policy's.
+        adapter: Option<String>,
     },
     /// What the next main request of a session added after a turn.
     NextState {

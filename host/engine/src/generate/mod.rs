@@ -68,6 +68,9 @@ pub struct GenerateRequest {
     pub top_logprobs: usize,
     /// A grammar the sequence must follow (structured outputs), started afresh for each try.
     pub constraint: Option<Arc<dyn ConstraintFactory>>,
+    /// The LoRA adapter the sequence is served with, by name (the generation thread finds it
+    /// in its [`crate::adapters::AdapterStore`]); none: the base.
+    pub adapter: Option<Arc<str>>,
 }
 
 impl GenerateRequest {
@@ -82,6 +85,7 @@ impl GenerateRequest {
             seed: 0,
             top_logprobs: 0,
             constraint: None,
+            adapter: None,
         }
     }
 }

@@ -1369,3 +1369,133 @@ fn lora_modules_answer_the_requests_that_name_them() {
         "{err}"
     );
 }
+
+/// `--adapters per-user`: each request is answered by its user's adapter from
+/// `--adapters-dir`, the base for a user without one; the user is required and checked; its
+/// turns are recorded as the user's; `run` refuses the mode by name.
+#[test]
+fn each_user_is_answered_by_their_own_adapter() {
+    use openclaw_engine::adapters::AdapterWeights;
+    use openclaw_engine::lora::{save_adapters, LoraConfig};
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let base =
+        openclaw_engine::load_model::<openclaw_engine::CpuBackend>(&model, &Default::default())
+            .unwrap();
+    let cfg = LoraConfig {
+        rank: 8,
+        alpha: 16.0,
+        ..LoraConfig::default()
+    };
+    let users = tmp.path().join("users");
+    let w = AdapterWeights::random(&base, &cfg, 9, 0.5).unwrap();
+    save_adapters(
+        &w.attached_to(&base).unwrap(),
+        &cfg,
+        "model",
+        &users.join("alice"),
+    )
+    .unwrap();
+    let ask = |server: &Server, user: Option<&str>| -> (u16, Value) {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .build()
+            .into();
+        let mut req = agent.post(&format!("{}/v1/chat/completions", server.url));
+        if let Some(u) = user {
+            req = req.header("X-User-Id", u);
+        }
+        let mut r = req
+            .send_json(serde_json::json!({
+                "messages": [{"role": "user", "content": "Describe the owl."}],
+                "max_tokens": 12,
+                "temperature": 0,
+            }))
+            .unwrap();
+        (r.status().as_u16(), r.body_mut().read_json().unwrap())
+    };
+    let text = |v: &Value| {
+        v["choices"][0]["message"]["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let buffer = tmp.path().join("rl_buffer");
+    let server = start(
+        &model,
+        &buffer,
+        &[
+            "--adapters",
+            "per-user",
+            "--adapters-dir",
+            users.to_str().unwrap(),
+        ],
+    );
+    let (status, alice) = ask(&server, Some("alice"));
+    assert_eq!(status, 200, "{alice}");
+    assert_eq!(
+        alice["model"], "model",
+        "the served model answers, with alice's adapter"
+    );
+    let (status, bob) = ask(&server, Some("bob"));
+    assert_eq!(status, 200, "{bob}");
+    for (user, param) in [(None, "user"), (Some("../alice"), "user")] {
+        let (status, body) = ask(&server, user);
+        assert_eq!(
+            (status, body["error"]["param"].as_str()),
+            (400, Some(param)),
+            "{body}"
+        );
+    }
+    drop(server);
+    let plain = start(&model, &tmp.path().join("plain_buffer"), &[]);
+    let (_, base_answer) = ask(&plain, None);
+    drop(plain);
+    assert_eq!(
+        text(&bob),
+        text(&base_answer),
+        "a user without an adapter gets the base"
+    );
+    assert_ne!(text(&alice), text(&base_answer), "alice gets her adapter");
+
+    let turns: Vec<Value> = export(&buffer)
+        .into_iter()
+        .flat_map(|s| s["turns"].as_array().unwrap().clone())
+        .collect();
+    let owners: Vec<&str> = turns
+        .iter()
+        .map(|t| t["adapter"].as_str().unwrap())
+        .collect();
+    assert_eq!(owners, ["alice", "bob"]);
+
+    // `run` trains one shared policy: it refuses the mode by name.
+    let o = host_command(tmp.path())
+        .arg("run")
+        .arg("--model-path")
+        .arg(&model)
+        .args([
+            "--port",
+            "0",
+            "--max-steps",
+            "1",
+            "--judge",
+            "rule",
+            "--adapters",
+            "per-user",
+            "--adapters-dir",
+        ])
+        .arg(&users)
+        .arg("--plugin")
+        .arg(workspace().join("methods/binary-rl"))
+        .arg("--rl-buffer-dir")
+        .arg(tmp.path().join("run_buffer"))
+        .arg("--save-dir")
+        .arg(tmp.path().join("save"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        !o.status.success() && err.contains("--adapters per-user"),
+        "{err}"
+    );
+}

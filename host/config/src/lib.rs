@@ -46,6 +46,12 @@ pub struct RunConfig {
     pub served_model_name: String,
     /// `--lora-modules`: `name=dir` pairs of adapters served over the model.
     pub lora_modules: String,
+    /// `shared` or `per-user`.
+    pub adapters: String,
+    /// Per-user adapters' directory.
+    pub adapters_dir: String,
+    /// Per-user adapters held in memory at most.
+    pub max_adapters_in_memory: u32,
     pub enable_rl_intercept: bool,
     pub max_body_bytes: u64,
     pub max_batch_size: u32,
@@ -261,6 +267,21 @@ const RULES: &[Rule] = &[
     }),
     ("teacher", |c| one_of(&c.teacher, &["frozen", "current"])),
     ("feedback", |c| one_of(&c.feedback, &["instead", "beside"])),
+    ("adapters", |c| {
+        one_of(&c.adapters, &["shared", "per-user"]).or_else(|| {
+            let per_user = c.adapters == "per-user";
+            if per_user && c.adapters_dir.is_empty() {
+                Some("per-user needs --adapters-dir, the directory of the users' adapters".into())
+            } else if per_user && !c.lora_modules.is_empty() {
+                Some("per-user and --lora-modules both name adapters: give one".into())
+            } else {
+                None
+            }
+        })
+    }),
+    ("max_adapters_in_memory", |c| {
+        (c.max_adapters_in_memory == 0).then(|| "must be at least 1".into())
+    }),
     ("simulate_requests", |c| {
         (!(0.0..=1.0).contains(&c.simulate_requests)).then(|| "must be in [0, 1]".into())
     }),

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use burn::prelude::*;
 use burn::tensor::IndexingUpdateOp;
 
@@ -132,40 +132,179 @@ pub struct ServedAdapter<B: Backend> {
 
 /// The adapters a server holds, by name: what requests naming one are served with. Publishing
 /// an adapter again gives it the next version; a batch keeps the version it started with.
-#[derive(Debug, Default)]
+///
+/// A store over a directory ([`AdapterStore::over_dir`], one adapter per user) loads
+/// `dir/<name>/` (PEFT files) when a request first names it, loads it again when its weights
+/// file changes (a trainer wrote a newer one: the next version), holds at most `cap` in memory
+/// (the least recently used goes first; batches that hold one keep it), and serves a name with
+/// no directory on the base alone (a user's fresh adapter is the base).
+#[derive(Debug)]
 pub struct AdapterStore<B: Backend> {
-    adapters: std::sync::RwLock<std::collections::BTreeMap<Arc<str>, Arc<ServedAdapter<B>>>>,
+    adapters: std::sync::RwLock<std::collections::BTreeMap<Arc<str>, Held<B>>>,
+    dir: Option<DirSource<B>>,
+    clock: std::sync::atomic::AtomicU64,
+}
+
+#[derive(Debug)]
+struct Held<B: Backend> {
+    adapter: Arc<ServedAdapter<B>>,
+    /// The weights file's modification time when it was loaded (directory stores).
+    loaded: Option<std::time::SystemTime>,
+    last_used: std::sync::atomic::AtomicU64,
+}
+
+#[derive(Debug)]
+struct DirSource<B: Backend> {
+    dir: std::path::PathBuf,
+    cap: usize,
+    base: Model<B>,
+}
+
+impl<B: Backend> Default for AdapterStore<B> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Whether `name` can name an adapter (and a directory under the store's): 1 to 64 letters,
+/// digits, `.`, `_` or `-`, starting with a letter or digit.
+pub fn valid_name(name: &str) -> bool {
+    name.len() <= 64
+        && name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphanumeric())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
 }
 
 impl<B: Backend> AdapterStore<B> {
-    /// An empty store.
+    /// An empty store of published adapters.
     pub fn new() -> Self {
         AdapterStore {
             adapters: Default::default(),
+            dir: None,
+            clock: Default::default(),
         }
+    }
+
+    /// A store that loads adapter `name` from `dir/name` over `base` on demand, holding at most
+    /// `cap` (at least 1).
+    pub fn over_dir(dir: &std::path::Path, cap: usize, base: &Model<B>) -> Result<Self> {
+        if !dir.is_dir() {
+            bail!("{} is not a directory", dir.display());
+        }
+        if lora::has_adapters(base) {
+            bail!("adapters are served over a base without adapters of its own");
+        }
+        Ok(AdapterStore {
+            dir: Some(DirSource {
+                dir: dir.to_path_buf(),
+                cap: cap.max(1),
+                base: base.clone(),
+            }),
+            ..Self::new()
+        })
+    }
+
+    /// Whether a name with no adapter is served on the base (a directory store) rather than
+    /// refused.
+    pub fn base_when_missing(&self) -> bool {
+        self.dir.is_some()
     }
 
     /// Makes `weights` adapter `name`'s current version; returns that version (1 for a new
     /// name).
     pub fn publish(&self, name: &str, weights: AdapterWeights<B>) -> u64 {
+        self.put(name, weights, None)
+    }
+
+    fn put(
+        &self,
+        name: &str,
+        weights: AdapterWeights<B>,
+        loaded: Option<std::time::SystemTime>,
+    ) -> u64 {
         let mut map = self.adapters.write().unwrap_or_else(|e| e.into_inner());
-        let version = map.get(name).map_or(1, |a| a.version + 1);
+        let version = map.get(name).map_or(1, |a| a.adapter.version + 1);
         let name: Arc<str> = name.into();
+        let now = self.tick();
         map.insert(
             name.clone(),
-            Arc::new(ServedAdapter {
-                name,
-                version,
-                weights,
-            }),
+            Held {
+                adapter: Arc::new(ServedAdapter {
+                    name,
+                    version,
+                    weights,
+                }),
+                loaded,
+                last_used: now.into(),
+            },
         );
+        if let Some(src) = &self.dir {
+            while map.len() > src.cap {
+                let oldest = map
+                    .iter()
+                    .min_by_key(|(_, h)| h.last_used.load(std::sync::atomic::Ordering::Relaxed))
+                    .map(|(k, _)| k.clone())
+                    .expect("over the cap means non-empty");
+                map.remove(&oldest);
+            }
+        }
         version
     }
 
-    /// Adapter `name`'s current version, if the store has one.
-    pub fn get(&self, name: &str) -> Option<Arc<ServedAdapter<B>>> {
-        let map = self.adapters.read().unwrap_or_else(|e| e.into_inner());
-        map.get(name).cloned()
+    fn tick(&self) -> u64 {
+        self.clock
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1
+    }
+
+    /// Adapter `name`'s current version: held, or (a directory store) loaded now from its
+    /// directory, again when its weights file changed. `Ok(None)`: there is none.
+    pub fn get(&self, name: &str) -> Result<Option<Arc<ServedAdapter<B>>>> {
+        let Some(src) = &self.dir else {
+            let map = self.adapters.read().unwrap_or_else(|e| e.into_inner());
+            return Ok(map.get(name).map(|h| h.adapter.clone()));
+        };
+        if !valid_name(name) {
+            bail!("`{name}` cannot name an adapter");
+        }
+        let dir = src.dir.join(name);
+        let stamp = std::fs::metadata(dir.join(lora::ADAPTER_FILE))
+            .and_then(|m| m.modified())
+            .ok();
+        {
+            let map = self.adapters.read().unwrap_or_else(|e| e.into_inner());
+            if let Some(h) = map.get(name) {
+                if stamp.is_none() || h.loaded == stamp {
+                    h.last_used
+                        .store(self.tick(), std::sync::atomic::Ordering::Relaxed);
+                    return Ok(Some(h.adapter.clone()));
+                }
+            }
+        }
+        if stamp.is_none() {
+            return Ok(None);
+        }
+        let (with, _) = lora::load_adapters(src.base.clone(), &dir)
+            .with_context(|| format!("adapter `{name}` in {}", dir.display()))?;
+        self.put(name, AdapterWeights::of(&with)?, stamp);
+        Ok(self
+            .adapters
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .map(|h| h.adapter.clone()))
+    }
+
+    /// Adapters held in memory now.
+    pub fn held(&self) -> usize {
+        self.adapters
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
     }
 
     /// The names held, in order.
@@ -409,6 +548,61 @@ mod tests {
         assert_eq!(
             fast.into_data().to_vec::<f32>().unwrap(),
             burn.into_data().to_vec::<f32>().unwrap()
+        );
+    }
+
+    /// A directory store loads a user's adapter when first asked, again when its file changes
+    /// (the next version), holds at most its cap, keeps an evicted adapter alive for whoever
+    /// holds it, and has none for a user without a directory.
+    #[test]
+    fn a_directory_store_loads_reloads_and_evicts_beyond_its_cap() {
+        let base = tiny();
+        let cfg = LoraConfig {
+            rank: 4,
+            ..LoraConfig::default()
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let save = |name: &str, seed: u64| {
+            let w = AdapterWeights::random(&base, &cfg, seed, 0.1).unwrap();
+            lora::save_adapters(
+                &w.attached_to(&base).unwrap(),
+                &cfg,
+                "base",
+                &tmp.path().join(name),
+            )
+            .unwrap();
+        };
+        save("alice", 1);
+        save("bob", 2);
+        let store = AdapterStore::over_dir(tmp.path(), 1, &base).unwrap();
+        assert!(
+            store.get("carol").unwrap().is_none(),
+            "no directory: the base"
+        );
+        assert!(store.get("../etc").is_err());
+        let alice = store.get("alice").unwrap().unwrap();
+        assert_eq!(alice.version, 1);
+        assert!(
+            Arc::ptr_eq(&alice, &store.get("alice").unwrap().unwrap()),
+            "held, not reloaded"
+        );
+        let bob = store.get("bob").unwrap().unwrap();
+        assert_eq!((store.held(), store.names()), (1, vec![Arc::from("bob")]));
+        // Alice was evicted but her holder still has her; asked again she is loaded again.
+        assert_eq!(alice.name.as_ref(), "alice");
+        assert_eq!(store.get("alice").unwrap().unwrap().version, 1);
+        // A newer file is the next version.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        save("bob", 3);
+        let newer = store.get("bob").unwrap().unwrap();
+        assert_eq!(newer.version, 1, "bob was evicted: loaded afresh");
+        assert!(!Arc::ptr_eq(&bob, &newer));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        save("bob", 4);
+        assert_eq!(
+            store.get("bob").unwrap().unwrap().version,
+            2,
+            "held and changed: next version"
         );
     }
 

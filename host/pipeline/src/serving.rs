@@ -132,11 +132,28 @@ where
                  its adapters sampled; nothing trains an adapter yet, so serve adapters with `serve`"
             );
         }
-        let engine = Arc::new(PolicyEngine::start(
+        let per_user = cfg.adapters == "per-user";
+        if per_user && sink.is_some() {
+            bail!(
+                "--adapters per-user: this run trains one shared policy; nothing trains a user's \
+                 adapter yet, so serve per-user adapters with `serve`"
+            );
+        }
+        let store = match per_user {
+            true => openclaw_engine::adapters::AdapterStore::over_dir(
+                Path::new(&cfg.adapters_dir),
+                cfg.max_adapters_in_memory as usize,
+                &files.model,
+            )
+            .context("--adapters-dir")?,
+            false => Default::default(),
+        };
+        let engine = Arc::new(PolicyEngine::start_with(
             files,
             version,
             scheduler_options(cfg),
             metrics.clone(),
+            Arc::new(store),
         ));
         if !modules.is_empty() {
             let base = engine.weights.current();
@@ -216,6 +233,7 @@ where
                 max_inflight_per_client: (cfg.max_inflight_per_client as usize).max(1),
                 max_inflight: (cfg.max_inflight as usize).max(1),
                 adapters: modules,
+                per_user,
             },
         });
         Ok(Serving {
@@ -355,7 +373,10 @@ mod tests {
             ("a=", "no directory"),
         ] {
             let e = modules(given).unwrap_err();
-            assert!(e.contains("--lora-modules") && e.contains(says), "{given}: {e}");
+            assert!(
+                e.contains("--lora-modules") && e.contains(says),
+                "{given}: {e}"
+            );
         }
     }
 

@@ -86,9 +86,19 @@ where
         opts: SchedulerOptions,
         metrics: Arc<Metrics>,
     ) -> Self {
+        Self::start_with(files, version, opts, metrics, Arc::new(AdapterStore::new()))
+    }
+
+    /// [`PolicyEngine::start`] with the LoRA adapters requests may name.
+    pub fn start_with(
+        files: ModelFiles<B>,
+        version: u64,
+        opts: SchedulerOptions,
+        metrics: Arc<Metrics>,
+        adapters: Arc<AdapterStore<B>>,
+    ) -> Self {
         let weights = Arc::new(Published::new(files.model, version));
         let detok = Arc::new(TokenizerDetok(files.tokenizer.clone()));
-        let adapters = Arc::new(AdapterStore::new());
         let scheduler = Scheduler::start(
             weights.clone(),
             adapters.clone(),

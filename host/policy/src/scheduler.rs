@@ -224,10 +224,13 @@ fn start<B: Backend>(
         .iter()
         .map(|r| match &r.adapter {
             None => Ok(None),
-            Some(name) => store
-                .get(name)
-                .map(Some)
-                .ok_or_else(|| format!("no adapter is named `{name}`")),
+            Some(name) => match store.get(name) {
+                Ok(Some(a)) => Ok(Some(a)),
+                // One adapter per user: a user with none yet is served by the base.
+                Ok(None) if store.base_when_missing() => Ok(None),
+                Ok(None) => Err(format!("no adapter is named `{name}`")),
+                Err(e) => Err(format!("{e:#}")),
+            },
         })
         .collect();
     let made = adapters.map_err(anyhow::Error::msg).and_then(|adapters| {

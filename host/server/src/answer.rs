@@ -37,14 +37,16 @@ pub struct Turnkeeper {
     pub(crate) prompt_ids: Vec<u32>,
     pub(crate) id: String,
     pub(crate) created: u64,
-    /// The adapter answering it (`model` named one), else the served model.
+    /// The adapter answering it (`model` named one, or its user's), else none: the base.
     pub(crate) adapter: Option<Arc<str>>,
+    /// The model id its answer names when not the served model's (`model` named an adapter).
+    pub(crate) answered_as: Option<Arc<str>>,
 }
 
 impl Turnkeeper {
-    /// The model id its answer names: the adapter's, or the served model's.
+    /// The model id its answer names: the adapter's it asked for, or the served model's.
     fn model<'a>(&'a self, served: &'a str) -> &'a str {
-        self.adapter.as_deref().unwrap_or(served)
+        self.answered_as.as_deref().unwrap_or(served)
     }
 }
 

@@ -65,6 +65,9 @@ pub struct ServerOptions {
     /// The LoRA adapters served over the model (`--lora-modules`), by the id a request names
     /// in `model` to be answered by one, with the directory each came from.
     pub adapters: Vec<(String, String)>,
+    /// `--adapters per-user`: each chat request is answered by its user's adapter (named by the
+    /// `X-User-Id` header or the body's `user`), the base while the user has none.
+    pub per_user: bool,
 }
 
 impl ServerOptions {

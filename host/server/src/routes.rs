@@ -355,6 +355,29 @@ where
     .map_err(|e| ApiError::internal(format!("grammar compilation stopped: {e}")))?
 }
 
+/// The user a request is for with `--adapters per-user`: the `X-User-Id` header, else the
+/// body's `user`; its adapter answers.
+fn user_of(headers: &axum::http::HeaderMap, user: Option<&str>) -> Result<Arc<str>, ApiError> {
+    let header = headers.get("x-user-id").and_then(|v| v.to_str().ok());
+    let Some(user) = header.or(user) else {
+        return Err(ApiError::invalid(
+            "This server answers each user with their own adapter (--adapters per-user): name \
+             the user with `user` or the X-User-Id header.",
+            Some("user"),
+        ));
+    };
+    if !openclaw_engine::adapters::valid_name(user) {
+        return Err(ApiError::invalid(
+            format!(
+                "The user `{user}` cannot name an adapter: 1-64 letters, digits, `.`, `_` or `-`, \
+                 starting with a letter or digit."
+            ),
+            Some("user"),
+        ));
+    }
+    Ok(user.into())
+}
+
 /// Queues a request on the generation thread; a full queue is a 429.
 pub(crate) fn submit<B: Backend>(
     app: &App<B>,
@@ -397,7 +420,11 @@ where
         }
     }
     let context = app.engine.context();
-    let adapter = app.opts.adapter_for(request.model.as_deref())?;
+    let answered_as = app.opts.adapter_for(request.model.as_deref())?;
+    let adapter = match app.opts.per_user {
+        true => Some(user_of(&parts.headers, request.user.as_deref())?),
+        false => answered_as.clone(),
+    };
     // Rendering and tokenizing a long prompt is CPU work: off the async threads.
     let engine = app.engine.clone();
     let (messages, tools) = (request.messages.clone(), request.tools.clone());
@@ -499,6 +526,7 @@ where
         id: format!("chatcmpl-{:016x}", rand::random::<u64>()),
         created: now(),
         adapter,
+        answered_as,
         request,
     };
     if keeper.request.stream {

@@ -57,6 +57,9 @@ pub struct ChatRequest {
     pub shape: Option<Shape>,
     /// Choices asked for (`n`), each a turn of its own: 1 to [`MAX_CHOICES`].
     pub n: u32,
+    /// OpenAI's `user`: the end user the request is for (with `--adapters per-user`, whose
+    /// adapter answers).
+    pub user: Option<String>,
     /// What the request says about its session.
     pub hints: SessionHints,
 }
@@ -210,6 +213,10 @@ pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> 
         }
     }
     let model = model(sent.model)?;
+    let user = match &sent.user {
+        Some(Sent::Typed(u)) => Some(u.clone()),
+        _ => None,
+    };
     let hints = hints(
         headers,
         sent.session_id,
@@ -235,6 +242,7 @@ pub fn parse(body: &[u8], headers: &HeaderMap) -> Result<ChatRequest, ApiError> 
         logprobs,
         shape,
         n,
+        user,
         hints,
     })
 }

@@ -1499,3 +1499,118 @@ fn each_user_is_answered_by_their_own_adapter() {
         "{err}"
     );
 }
+
+/// `--user-keys-file`: the server's key issues a key for a user (`POST /admin/users`); a
+/// request with it is that user's (recorded so, answered by their adapter) and may not name
+/// another; a user key manages nothing; keys outlive a restart and a revocation ends them.
+#[test]
+fn user_keys_name_their_user_and_only_the_server_key_issues_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let model = tiny_model(tmp.path());
+    let users = tmp.path().join("users");
+    std::fs::create_dir_all(&users).unwrap();
+    let keys_file = tmp.path().join("users.keys");
+    let buffer = tmp.path().join("rl_buffer");
+    let flags = [
+        "--api-key",
+        "admin-key",
+        "--adapters",
+        "per-user",
+        "--adapters-dir",
+        users.to_str().unwrap(),
+        "--user-keys-file",
+        keys_file.to_str().unwrap(),
+    ];
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let call = |server: &Server,
+                method: &str,
+                path: &str,
+                key: &str,
+                body: Option<Value>|
+     -> (u16, Value) {
+        let url = format!("{}{path}", server.url);
+        let auth = format!("Bearer {key}");
+        let mut r = match (method, body) {
+            ("POST", Some(b)) => agent.post(&url).header("Authorization", &auth).send_json(b),
+            ("DELETE", _) => agent.delete(&url).header("Authorization", &auth).call(),
+            _ => unreachable!(),
+        }
+        .unwrap();
+        (
+            r.status().as_u16(),
+            r.body_mut().read_json().unwrap_or(Value::Null),
+        )
+    };
+    let chat = |server: &Server, key: &str, extra: Value| {
+        let mut body = serde_json::json!({"messages": [{"role": "user", "content": "Describe the owl."}], "max_tokens": 4});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        call(server, "POST", "/v1/chat/completions", key, Some(body))
+    };
+    let server = start(&model, &buffer, &flags);
+    let (status, issued) = call(
+        &server,
+        "POST",
+        "/admin/users",
+        "admin-key",
+        Some(serde_json::json!({"user": "alice"})),
+    );
+    assert_eq!(status, 200, "{issued}");
+    let alice = issued["api_key"].as_str().unwrap().to_string();
+    assert_eq!(chat(&server, &alice, serde_json::json!({})).0, 200);
+    let (status, body) = chat(&server, &alice, serde_json::json!({"user": "bob"}));
+    assert_eq!(
+        (status, body["error"]["param"].as_str()),
+        (400, Some("user")),
+        "{body}"
+    );
+    let (status, body) = call(
+        &server,
+        "POST",
+        "/admin/users",
+        &alice,
+        Some(serde_json::json!({"user": "mallory"})),
+    );
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("admin_key_required")),
+        "{body}"
+    );
+    let (status, body) = call(
+        &server,
+        "POST",
+        "/admin/users",
+        "admin-key",
+        Some(serde_json::json!({"user": "../x"})),
+    );
+    assert_eq!(
+        (status, body["error"]["param"].as_str()),
+        (400, Some("user")),
+        "{body}"
+    );
+    drop(server);
+    assert!(
+        !std::fs::read_to_string(&keys_file)
+            .unwrap()
+            .contains(&alice),
+        "the file keeps hashes"
+    );
+
+    // After a restart the key still names alice; revoked, it is refused.
+    let server = start(&model, &buffer, &flags);
+    assert_eq!(chat(&server, &alice, serde_json::json!({})).0, 200);
+    let (status, body) = call(&server, "DELETE", "/admin/users/alice", "admin-key", None);
+    assert_eq!((status, body["revoked"].as_u64()), (200, Some(1)), "{body}");
+    assert_eq!(chat(&server, &alice, serde_json::json!({})).0, 401);
+    drop(server);
+    let owners: Vec<String> = export(&buffer)
+        .into_iter()
+        .flat_map(|s| s["turns"].as_array().unwrap().clone())
+        .map(|t| t["adapter"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(owners, ["alice", "alice"]);
+}

@@ -290,6 +290,14 @@ pub const KEYS: &[KeySpec] = &[
         "with --adapters per-user: one PEFT directory per user (DIR/<user>/), loaded when the user first asks and again when it changes",
     ),
     key(
+        "user_keys_file",
+        Str,
+        "\"\"",
+        &[],
+        "user-keys-file",
+        "keys that name a user: `<user> <sha256>` lines, appended by POST /admin/users (server key); a request with one is that user's",
+    ),
+    key(
         "max_adapters_in_memory",
         Int,
         "32",

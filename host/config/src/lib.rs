@@ -52,6 +52,8 @@ pub struct RunConfig {
     pub adapters_dir: String,
     /// Per-user adapters held in memory at most.
     pub max_adapters_in_memory: u32,
+    /// Keys that name a user.
+    pub user_keys_file: String,
     pub enable_rl_intercept: bool,
     pub max_body_bytes: u64,
     pub max_batch_size: u32,

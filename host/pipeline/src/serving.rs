@@ -207,8 +207,14 @@ where
             _ => None,
         }));
         let sessions = Arc::new(Mutex::new(tracker));
+        let user_keys = match cfg.user_keys_file.as_str() {
+            "" => Default::default(),
+            file => openclaw_server::user_keys::UserKeys::load(Path::new(file))
+                .context("--user-keys-file")?,
+        };
         let app = Arc::new(App {
             session_keys: Default::default(),
+            user_keys,
             engine: engine.clone(),
             turns: TurnDesk {
                 sessions,

@@ -67,6 +67,17 @@ pub async fn authorize<B: Backend>(
             .insert(crate::session_keys::SessionKey(s));
         return next.run(request).await;
     }
+    // A key `/admin/users` issued: its requests are that user's.
+    let user = given
+        .and_then(openclaw_config::access::bearer)
+        .and_then(|k| app.user_keys.user_of(k));
+    if let Some(u) = user {
+        let mut request = request;
+        request
+            .extensions_mut()
+            .insert(crate::user_keys::UserKey(u));
+        return next.run(request).await;
+    }
     match openclaw_config::access::refusal(given, &app.opts.api_key) {
         None => next.run(request).await,
         Some(why) => refuse(

@@ -24,6 +24,7 @@ pub mod protocol;
 pub mod routes;
 pub mod session_keys;
 pub mod text;
+pub mod user_keys;
 
 pub use routes::router;
 
@@ -105,6 +106,8 @@ impl ServerOptions {
 pub struct App<B: Backend> {
     /// Keys issued by `/rl/start_session`, each naming its session.
     pub session_keys: session_keys::SessionKeys,
+    /// Keys that name a user (`--user-keys-file`, `/admin/users`).
+    pub user_keys: user_keys::UserKeys,
     /// The served model.
     pub engine: Arc<PolicyEngine<B>>,
     /// Sessions and the recorder: each request's turn, opened and recorded.

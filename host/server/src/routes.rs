@@ -48,6 +48,11 @@ where
         .route("/rl/set_reward", post(crate::feedback::feedback::<B>))
         .route("/rl/start_session", post(crate::session_keys::start::<B>))
         .route("/rl/end_session", post(crate::session_keys::end::<B>))
+        .route("/admin/users", post(crate::user_keys::issue::<B>))
+        .route(
+            "/admin/users/{user}",
+            axum::routing::delete(crate::user_keys::revoke::<B>),
+        )
         .route_layer(from_fn_with_state(app.clone(), admission::authorize::<B>));
     // The live dashboard, behind the API's key (an empty key is none).
     let dashboard = crate::dashboard::router(
@@ -355,10 +360,24 @@ where
     .map_err(|e| ApiError::internal(format!("grammar compilation stopped: {e}")))?
 }
 
-/// The user a request is for with `--adapters per-user`: the `X-User-Id` header, else the
-/// body's `user`; its adapter answers.
-fn user_of(headers: &axum::http::HeaderMap, user: Option<&str>) -> Result<Arc<str>, ApiError> {
+/// The user a request is for with `--adapters per-user`: its key's (a user key), else the
+/// `X-User-Id` header, else the body's `user`; its adapter answers. A user key's request may
+/// not name another user.
+fn user_of(
+    headers: &axum::http::HeaderMap,
+    user: Option<&str>,
+    key: Option<&crate::user_keys::UserKey>,
+) -> Result<Arc<str>, ApiError> {
     let header = headers.get("x-user-id").and_then(|v| v.to_str().ok());
+    if let Some(crate::user_keys::UserKey(owner)) = key {
+        if let Some(other) = header.or(user).filter(|u| u != owner) {
+            return Err(ApiError::invalid(
+                format!("This key is user `{owner}`'s, but the request names user `{other}`."),
+                Some("user"),
+            ));
+        }
+        return Ok(owner.as_str().into());
+    }
     let Some(user) = header.or(user) else {
         return Err(ApiError::invalid(
             "This server answers each user with their own adapter (--adapters per-user): name \
@@ -422,7 +441,11 @@ where
     let context = app.engine.context();
     let answered_as = app.opts.adapter_for(request.model.as_deref())?;
     let adapter = match app.opts.per_user {
-        true => Some(user_of(&parts.headers, request.user.as_deref())?),
+        true => Some(user_of(
+            &parts.headers,
+            request.user.as_deref(),
+            parts.extensions.get::<crate::user_keys::UserKey>(),
+        )?),
         false => answered_as.clone(),
     };
     // Rendering and tokenizing a long prompt is CPU work: off the async threads.

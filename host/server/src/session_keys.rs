@@ -115,6 +115,9 @@ where
     Model<B>: Send + Sync,
 {
     let r = async {
+        if request.extensions().get::<crate::user_keys::UserKey>().is_some() {
+            return Err(forbidden("A user key cannot start sessions; use the server's key."));
+        }
         let (key, mut o) = object(&app, request).await?;
         if key.is_some() {
             return Err(forbidden("A session key cannot start sessions; use the server's key."));

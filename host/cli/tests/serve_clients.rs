@@ -1141,7 +1141,11 @@ fn several_choices_are_sibling_turns_and_the_one_continued_gets_the_next_state()
     let tmp = tempfile::tempdir().unwrap();
     let model = tiny_model(tmp.path());
     let buffer = tmp.path().join("rl_buffer");
-    let server = start(&model, &buffer, &["--api-key", "test-key"]);
+    let server = start(
+        &model,
+        &buffer,
+        &["--api-key", "test-key", "--max-inflight", "4"],
+    );
     let py = run_client(
         Command::new(&python).arg(clients.join("choices.py")),
         &server,
@@ -1177,6 +1181,18 @@ fn several_choices_are_sibling_turns_and_the_one_continued_gets_the_next_state()
             .unwrap();
         (r.status().as_u16(), r.body_mut().read_json().unwrap())
     };
+    // More choices than the server runs at once can never fit: a 400, not a 429 to retry.
+    let mut r = agent
+        .post(&format!("{}/v1/chat/completions", server.url))
+        .header("Authorization", "Bearer test-key")
+        .send_json(serde_json::json!({"messages": [{"role": "user", "content": "x"}], "n": 8}))
+        .unwrap();
+    let body: Value = r.body_mut().read_json().unwrap();
+    assert_eq!(
+        (r.status().as_u16(), body["error"]["param"].as_str()),
+        (400, Some("n")),
+        "{body}"
+    );
     let (status, body) =
         feedback(serde_json::json!({"completion_id": whole["id"], "thumbs": "up"}));
     assert_eq!(
@@ -1568,6 +1584,29 @@ fn user_keys_name_their_user_and_only_the_server_key_issues_them() {
         (400, Some("user")),
         "{body}"
     );
+    // Alice's key names no one else's turn and ends no session.
+    let (status, bobs) = chat(&server, "admin-key", serde_json::json!({"user": "bob"}));
+    assert_eq!(status, 200, "{bobs}");
+    let (status, body) = call(
+        &server,
+        "POST",
+        "/v1/feedback",
+        &alice,
+        Some(serde_json::json!({"completion_id": bobs["id"], "thumbs": "down"})),
+    );
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("session_key_not_allowed")),
+        "{body}"
+    );
+    let (status, body) = call(
+        &server,
+        "POST",
+        "/rl/end_session",
+        &alice,
+        Some(serde_json::json!({"session_id": "x"})),
+    );
+    assert_eq!(status, 403, "{body}");
     let (status, body) = call(
         &server,
         "POST",
@@ -1612,5 +1651,5 @@ fn user_keys_name_their_user_and_only_the_server_key_issues_them() {
         .flat_map(|s| s["turns"].as_array().unwrap().clone())
         .map(|t| t["adapter"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(owners, ["alice", "alice"]);
+    assert_eq!(owners, ["alice", "bob", "alice"]);
 }

@@ -9,4 +9,4 @@ pub use recorder::{CollectEvent, FeedbackFate, Recorder, Sampled};
 pub use sessions::{
     valid_session_id, Assignment, Closed, SessionHints, SessionTracker, TrackerOptions,
 };
-pub use turns::{Answer, FeedbackError, FeedbackTarget, TurnDesk, TurnError};
+pub use turns::{Answer, FeedbackBy, FeedbackError, FeedbackTarget, TurnDesk, TurnError};

@@ -34,7 +34,7 @@
 //!
 //! A request for `n` choices takes `n` turn indices, one a choice, all main or all side: sibling
 //! turns of one prompt. The next request continues from the one whose reply it repeats (the
-//! first such when replies are identical), which gets the next state; the others get none, as
+//! last of them recorded when replies are identical), which gets the next state; the others get none, as
 //! if their session had ended there (their branch did). With an explicit id and no repeated
 //! history, the sibling is the one whose reply is the last assistant message before what the
 //! request adds; when none is, no sibling gets a next state.

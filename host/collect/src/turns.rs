@@ -95,15 +95,38 @@ const RECENT_TURNS: usize = 100_000;
 pub struct RecentTurns {
     /// (completion id, choice) → the choice's turn; with the answer's number of choices.
     by_completion: HashMap<(String, u32), ((String, u32), u32)>,
-    /// (record's sequence number, trainable, feedback given).
-    by_turn: HashMap<(String, u32), (u64, bool, bool)>,
-    latest: HashMap<String, u32>,
+    by_turn: HashMap<(String, u32), Kept>,
+    /// Each session's latest trainable turn, with the number of choices its request had.
+    latest: HashMap<String, (u32, u32)>,
     order: VecDeque<((String, u32), (String, u32))>,
 }
 
-/// A turn feedback names: (session, index, record's sequence number, trainable, feedback
-/// given).
-type Found = (String, u32, u64, bool, bool);
+/// What feedback needs to know of a recorded turn.
+#[derive(Clone, Debug)]
+struct Kept {
+    /// The turn record's sequence number.
+    seq: u64,
+    trainable: bool,
+    /// Whether it had its feedback.
+    given: bool,
+    /// The user whose adapter answered it, if one did.
+    user: Option<String>,
+}
+
+/// A turn feedback names: its session and index, and what is kept of it.
+type Found = (String, u32, Kept);
+
+/// Who gives a feedback: the server's key may name any turn; a session's key only its
+/// session's, a user's key only the turns their adapter answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FeedbackBy<'a> {
+    /// The server's key (or none asked).
+    Server,
+    /// A key `/rl/start_session` issued, for this session.
+    Session(&'a str),
+    /// A key `/admin/users` issued, for this user.
+    User(&'a str),
+}
 
 /// A recorded turn, as [`RecentTurns`] learns of it.
 struct Recent<'a> {
@@ -113,6 +136,7 @@ struct Recent<'a> {
     key: (String, u32),
     seq: u64,
     trainable: bool,
+    user: Option<&'a str>,
 }
 
 impl RecentTurns {
@@ -124,12 +148,13 @@ impl RecentTurns {
             key,
             seq,
             trainable,
+            user,
         } = t;
         let completion = (completion.to_string(), choice);
         if self.order.len() >= RECENT_TURNS {
             if let Some((c, k)) = self.order.pop_front() {
                 self.by_completion.remove(&c);
-                if self.latest.get(&k.0) == Some(&k.1) {
+                if self.latest.get(&k.0).map(|l| l.0) == Some(k.1) {
                     self.latest.remove(&k.0);
                 }
                 self.by_turn.remove(&k);
@@ -137,10 +162,18 @@ impl RecentTurns {
         }
         self.by_completion
             .insert(completion.clone(), (key.clone(), choices));
-        self.by_turn.insert(key.clone(), (seq, trainable, false));
+        self.by_turn.insert(
+            key.clone(),
+            Kept {
+                seq,
+                trainable,
+                given: false,
+                user: user.map(str::to_string),
+            },
+        );
         // A session's latest trainable turn, which a session key's feedback names by default.
         if trainable {
-            self.latest.insert(key.0.clone(), key.1);
+            self.latest.insert(key.0.clone(), (key.1, choices));
         }
         self.order.push_back((completion, key));
     }
@@ -165,20 +198,22 @@ impl RecentTurns {
                 turn_index,
             } => (session_id.clone(), *turn_index),
             FeedbackTarget::Latest(session_id) => match self.latest.get(session_id) {
-                Some(i) => (session_id.clone(), *i),
+                // The latest answer had several choices: which one is the client's to say.
+                Some(&(_, choices)) if choices > 1 => return Err(choices),
+                Some(&(i, _)) => (session_id.clone(), i),
                 None => return Ok(None),
             },
         };
         Ok(self
             .by_turn
             .get(&key)
-            .map(|&(seq, trainable, given)| (key.0, key.1, seq, trainable, given)))
+            .map(|kept| (key.0, key.1, kept.clone())))
     }
 
     /// Marks whether a turn has had its feedback.
     fn set_given(&mut self, session_id: &str, turn_index: u32, given: bool) {
         if let Some(t) = self.by_turn.get_mut(&(session_id.to_string(), turn_index)) {
-            t.2 = given;
+            t.given = given;
         }
     }
 }
@@ -297,6 +332,7 @@ impl TurnDesk {
                         key: (assignment.session_id.clone(), turn_index),
                         seq,
                         trainable,
+                        user: answer.adapter,
                     });
                 }
             })
@@ -308,12 +344,12 @@ impl TurnDesk {
     }
 
     /// Records a user's `reward` (in [-1, 1]) and `text` for the turn `target` names, and
-    /// tells what collection made of it. `owner`, for a request made with a session's key, is
-    /// the only session whose turns it may name. A turn takes one feedback: the first.
+    /// tells what collection made of it. `by` says whose turns the key may name. A turn takes
+    /// one feedback: the first.
     pub fn feedback(
         &self,
         target: &FeedbackTarget,
-        owner: Option<&str>,
+        by: FeedbackBy<'_>,
         reward: f32,
         text: Option<String>,
     ) -> Result<(String, u32, FeedbackFate), FeedbackError> {
@@ -328,7 +364,7 @@ impl TurnDesk {
                     choices - 1
                 ))
             })?;
-            let Some((session_id, turn_index, seq, trainable, given)) = found else {
+            let Some((session_id, turn_index, kept)) = found else {
                 let what = match target {
                     FeedbackTarget::Completion(id, Some(choice)) => {
                         format!("no recorded turn has the completion id `{id}` and choice {choice}")
@@ -348,15 +384,23 @@ impl TurnDesk {
                     "{what} (turns recorded since this server started can be named)"
                 )));
             };
-            if owner.is_some_and(|o| o != session_id) {
-                return Err(FeedbackError::OtherSession(format!(
-                    "This key is session `{}`'s; the turn is another session's.",
-                    owner.unwrap_or_default()
-                )));
+            match by {
+                FeedbackBy::Session(s) if s != session_id => {
+                    return Err(FeedbackError::OtherSession(format!(
+                        "This key is session `{s}`'s; the turn is another session's."
+                    )))
+                }
+                FeedbackBy::User(u) if kept.user.as_deref() != Some(u) => {
+                    return Err(FeedbackError::OtherSession(format!(
+                        "This key is user `{u}`'s; the turn is not one their adapter answered."
+                    )))
+                }
+                _ => {}
             }
+            let (seq, trainable, given) = (kept.seq, kept.trainable, kept.given);
             if !trainable {
                 return Err(FeedbackError::NotTrainable(format!(
-                    "turn {turn_index} of session `{session_id}` is not trained on (a side turn, or a reply decoded under a grammar)"
+                    "turn {turn_index} of session `{session_id}` is not trained on (a side turn, a reply decoded under a grammar, or one an adapter answered)"
                 )));
             }
             if given {

@@ -281,6 +281,11 @@ const RULES: &[Rule] = &[
             }
         })
     }),
+    ("user_keys_file", |c| {
+        (!c.user_keys_file.is_empty() && c.api_key.is_empty()).then(|| {
+            "needs --api-key (OPENCLAW_API_KEY): without a server key anyone could issue user keys".into()
+        })
+    }),
     ("max_adapters_in_memory", |c| {
         (c.max_adapters_in_memory == 0).then(|| "must be at least 1".into())
     }),

@@ -141,6 +141,9 @@ pub struct ServedAdapter<B: Backend> {
 #[derive(Debug)]
 pub struct AdapterStore<B: Backend> {
     adapters: std::sync::RwLock<std::collections::BTreeMap<Arc<str>, Held<B>>>,
+    /// Each name's last version, kept after its adapter is evicted: a version is never given
+    /// twice to one name (the prefix cache keys prompts by it).
+    versions: std::sync::Mutex<std::collections::HashMap<Arc<str>, u64>>,
     dir: Option<DirSource<B>>,
     clock: std::sync::atomic::AtomicU64,
 }
@@ -184,6 +187,7 @@ impl<B: Backend> AdapterStore<B> {
     pub fn new() -> Self {
         AdapterStore {
             adapters: Default::default(),
+            versions: Default::default(),
             dir: None,
             clock: Default::default(),
         }
@@ -215,7 +219,7 @@ impl<B: Backend> AdapterStore<B> {
     }
 
     /// Makes `weights` adapter `name`'s current version; returns that version (1 for a new
-    /// name).
+    /// name, one more than the last for a name seen before, even one evicted since).
     pub fn publish(&self, name: &str, weights: AdapterWeights<B>) -> u64 {
         self.put(name, weights, None)
     }
@@ -227,8 +231,13 @@ impl<B: Backend> AdapterStore<B> {
         loaded: Option<std::time::SystemTime>,
     ) -> u64 {
         let mut map = self.adapters.write().unwrap_or_else(|e| e.into_inner());
-        let version = map.get(name).map_or(1, |a| a.adapter.version + 1);
         let name: Arc<str> = name.into();
+        let version = {
+            let mut versions = self.versions.lock().unwrap_or_else(|e| e.into_inner());
+            let v = versions.entry(name.clone()).or_insert(0);
+            *v += 1;
+            *v
+        };
         let now = self.tick();
         map.insert(
             name.clone(),
@@ -588,20 +597,21 @@ mod tests {
         );
         let bob = store.get("bob").unwrap().unwrap();
         assert_eq!((store.held(), store.names()), (1, vec![Arc::from("bob")]));
-        // Alice was evicted but her holder still has her; asked again she is loaded again.
+        // Alice was evicted but her holder still has her; asked again she is loaded again,
+        // under a version she never had (prompts cached for the old one are never reused).
         assert_eq!(alice.name.as_ref(), "alice");
-        assert_eq!(store.get("alice").unwrap().unwrap().version, 1);
-        // A newer file is the next version.
+        assert_eq!(store.get("alice").unwrap().unwrap().version, 2);
+        // A newer file is the next version, whether bob was evicted meanwhile or held.
         std::thread::sleep(std::time::Duration::from_millis(20));
         save("bob", 3);
         let newer = store.get("bob").unwrap().unwrap();
-        assert_eq!(newer.version, 1, "bob was evicted: loaded afresh");
+        assert_eq!(newer.version, 2, "bob was evicted: loaded afresh");
         assert!(!Arc::ptr_eq(&bob, &newer));
         std::thread::sleep(std::time::Duration::from_millis(20));
         save("bob", 4);
         assert_eq!(
             store.get("bob").unwrap().unwrap().version,
-            2,
+            3,
             "held and changed: next version"
         );
     }

@@ -13,7 +13,7 @@
 //!   abstains (no next state, no text) leaves the feedback alone to decide.
 //!
 //! Feedback only reaches turns still waiting for their next state (a judged turn keeps its
-//! verdict), so the text never hides a real next state.
+//! verdict), so live the text never hides a real next state; replay reads it the same way.
 
 use crate::pool::JudgeJob;
 use crate::score_request;
@@ -105,7 +105,10 @@ impl FeedbackRule {
             }
             FeedbackMode::Instead => FeedbackUse::Verdict,
         };
-        if apply != FeedbackUse::Verdict && turn.next_state.is_none() {
+        // Live, feedback only reaches a turn still waiting for its next state; on replay the
+        // follow-up may be in the buffer too, and the text still stands in for it, so the
+        // verdict is the same after a restart.
+        if apply != FeedbackUse::Verdict {
             if let Some(text) = &feedback.text {
                 turn.next_state = Some(NextState {
                     role: "user".into(),
@@ -154,8 +157,17 @@ impl GivenFeedback {
                 } else if s.votes.is_empty() {
                     (s.value + reward) / 2.0
                 } else {
+                    // The judge votes -1, 0 or +1: the user's reward votes by its sign, so 0.8
+                    // agrees with the judge's +1 rather than splitting the count.
+                    let vote = if reward > 0.0 {
+                        1.0
+                    } else if reward < 0.0 {
+                        -1.0
+                    } else {
+                        0.0
+                    };
                     let mut votes = s.votes.to_vec();
-                    votes.extend(std::iter::repeat_n(reward, judge.votes.max(1) as usize));
+                    votes.extend(std::iter::repeat_n(vote, judge.votes.max(1) as usize));
                     let value = majority_vote(&votes, judge.threshold);
                     s.votes = votes.into();
                     value
@@ -302,6 +314,17 @@ mod tests {
         let m: Value = serde_json::from_str(&s.metadata_json).unwrap();
         assert_eq!(m["feedback"]["applied"], "beside");
         assert_eq!(m["judged"]["value"], 1.0);
+        // A fractional reward votes by its sign: 0.8 agrees with the judge's +1.
+        let mild = rule(FeedbackMode::Beside, false)
+            .job(1, turn(), said(0.8, None), &judge)
+            .feedback
+            .unwrap();
+        assert_eq!(mild.merge(votes(&[1.0, 1.0, 1.0]), &judge).value, 1.0);
+        let against = rule(FeedbackMode::Beside, false)
+            .job(1, turn(), said(-0.5, None), &judge)
+            .feedback
+            .unwrap();
+        assert_eq!(against.merge(votes(&[1.0, 1.0, -1.0]), &judge).value, -1.0);
         // A judge that abstains (no next state) leaves the user to decide.
         let s = f.merge(Score::default(), &judge);
         assert_eq!((s.value, s.trainable), (-1.0, true));

@@ -108,6 +108,31 @@ impl Scheduler {
         Scheduler { tx, inflight, opts }
     }
 
+    /// Queues every request or none (the choices of one chat request): their slots are taken
+    /// together, so a request never starts some of its sequences and is refused the rest.
+    pub fn submit_all(
+        &self,
+        requests: Vec<GenerateRequest>,
+    ) -> Result<Vec<UnboundedReceiver<GenEvent>>, Busy> {
+        let n = requests.len();
+        let now = self.inflight.fetch_add(n, Ordering::SeqCst);
+        if now + n > self.opts.max_inflight {
+            self.inflight.fetch_sub(n, Ordering::SeqCst);
+            return Err(Busy);
+        }
+        let mut out = Vec::with_capacity(n);
+        for (i, request) in requests.into_iter().enumerate() {
+            let (events, rx) = unbounded_channel();
+            if self.tx.send(Job { request, events }).is_err() {
+                // The thread stopped: nothing more runs; the ones sent end with it.
+                self.inflight.fetch_sub(n - i, Ordering::SeqCst);
+                return Err(Busy);
+            }
+            out.push(rx);
+        }
+        Ok(out)
+    }
+
     /// Queues a request; its events arrive on the returned receiver.
     pub fn submit(&self, request: GenerateRequest) -> Result<UnboundedReceiver<GenEvent>, Busy> {
         let now = self.inflight.fetch_add(1, Ordering::SeqCst);
@@ -218,30 +243,50 @@ fn start<B: Backend>(
     prefixes: &mut PrefixCache<B>,
 ) -> Vec<Running<B>> {
     let current = weights.current();
-    let requests: Vec<GenerateRequest> = jobs.iter().map(|j| j.request.clone()).collect();
-    // Each request's adapter as the store holds it now: the batch keeps that version.
-    let adapters: Result<Vec<_>, String> = requests
-        .iter()
-        .map(|r| match &r.adapter {
+    // Each request's adapter as the store holds it now (the batch keeps that version); a
+    // request whose adapter cannot be had fails alone, before the batch is made.
+    let mut kept = Vec::with_capacity(jobs.len());
+    let mut adapters = Vec::with_capacity(jobs.len());
+    for j in jobs {
+        let found = match &j.request.adapter {
             None => Ok(None),
             Some(name) => match store.get(name) {
                 Ok(Some(a)) => Ok(Some(a)),
                 // One adapter per user: a user with none yet is served by the base.
                 Ok(None) if store.base_when_missing() => Ok(None),
                 Ok(None) => Err(format!("no adapter is named `{name}`")),
-                Err(e) => Err(format!("{e:#}")),
+                Err(e) => {
+                    // Where it lives is the server's business: the log has it, the client not.
+                    tracing::warn!("adapter `{name}` could not be loaded: {e:#}");
+                    Err(format!(
+                        "adapter `{name}` could not be loaded (the server's log says why)"
+                    ))
+                }
             },
-        })
-        .collect();
-    let made = adapters.map_err(anyhow::Error::msg).and_then(|adapters| {
-        DecodeBatch::with_adapters(
-            current.clone(),
-            requests,
-            adapters,
-            Some(detok.clone()),
-            Some(prefixes),
-        )
-    });
+        };
+        match found {
+            Ok(a) => {
+                kept.push(j);
+                adapters.push(a);
+            }
+            Err(e) => {
+                let _ = j.events.send(GenEvent::Failed(e));
+                inflight.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
+    let jobs = kept;
+    if jobs.is_empty() {
+        return Vec::new();
+    }
+    let requests: Vec<GenerateRequest> = jobs.iter().map(|j| j.request.clone()).collect();
+    let made = DecodeBatch::with_adapters(
+        current.clone(),
+        requests,
+        adapters,
+        Some(detok.clone()),
+        Some(prefixes),
+    );
     match made {
         Ok(batch) => {
             let version = batch.weight_version();

@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use burn::prelude::Backend;
-use openclaw_collect::{FeedbackError, FeedbackFate, FeedbackTarget};
+use openclaw_collect::{FeedbackBy, FeedbackError, FeedbackFate, FeedbackTarget};
 use openclaw_engine::Model;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -155,6 +155,15 @@ pub fn parse(body: &[u8]) -> Result<FeedbackRequest, ApiError> {
     })
 }
 
+/// Whose turns a key may name: a session key's session's, a user key's user's.
+fn by<'a>(session: Option<&'a str>, user: Option<&'a str>) -> FeedbackBy<'a> {
+    match (session, user) {
+        (Some(s), _) => FeedbackBy::Session(s),
+        (None, Some(u)) => FeedbackBy::User(u),
+        (None, None) => FeedbackBy::Server,
+    }
+}
+
 /// The route.
 pub async fn feedback<B: Backend>(State(app): State<Arc<App<B>>>, request: Request) -> Response
 where
@@ -176,6 +185,10 @@ where
     let owner = parts
         .extensions
         .get::<crate::session_keys::SessionKey>()
+        .map(|k| k.0.clone());
+    let user = parts
+        .extensions
+        .get::<crate::user_keys::UserKey>()
         .map(|k| k.0.clone());
     let target = match (f.target.take(), &owner) {
         (Some(t), _) => t,
@@ -199,8 +212,12 @@ where
     let (reward, text) = (f.reward, f.text.clone());
     let target2 = target.clone();
     let outcome = tokio::task::spawn_blocking(move || {
-        app2.turns
-            .feedback(&target2, owner.as_deref(), reward, text)
+        app2.turns.feedback(
+            &target2,
+            by(owner.as_deref(), user.as_deref()),
+            reward,
+            text,
+        )
     })
     .await
     .map_err(|e| ApiError::internal(format!("feedback stopped: {e}")))?;

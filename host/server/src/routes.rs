@@ -370,7 +370,7 @@ fn user_of(
 ) -> Result<Arc<str>, ApiError> {
     let header = headers.get("x-user-id").and_then(|v| v.to_str().ok());
     if let Some(crate::user_keys::UserKey(owner)) = key {
-        if let Some(other) = header.or(user).filter(|u| u != owner) {
+        if let Some(other) = [header, user].into_iter().flatten().find(|u| u != owner) {
             return Err(ApiError::invalid(
                 format!("This key is user `{owner}`'s, but the request names user `{other}`."),
                 Some("user"),
@@ -499,6 +499,15 @@ where
 
     // Each choice past the first holds a request slot of its own (`--max-inflight`).
     let n = request.n;
+    if n as usize > app.opts.max_inflight {
+        return Err(ApiError::invalid(
+            format!(
+                "`n` asks for {n} choices, more than this server runs at once ({}, --max-inflight).",
+                app.opts.max_inflight
+            ),
+            Some("n"),
+        ));
+    }
     let more = match n {
         1 => None,
         _ => Some(
@@ -519,15 +528,22 @@ where
         .open_n(&request.hints, &request.messages, n)
         .map_err(ApiError::from)?;
 
-    // Each choice samples its own stream: the request's seed, then the seeds after it.
-    let mut rxs = Vec::with_capacity(n as usize);
+    // Each choice samples its own stream: the request's seed, then the seeds after it. The
+    // scheduler takes them all or none.
+    let choices: Vec<GenerateRequest> = (0..n)
+        .map(|i| {
+            let mut r = gen_request.clone();
+            r.seed = gen_request.seed.wrapping_add(u64::from(i));
+            r
+        })
+        .collect();
+    let rxs = app
+        .engine
+        .scheduler
+        .submit_all(choices)
+        .map_err(|_| ApiError::busy("The server is at capacity; retry shortly."))?;
     let mut runs = Vec::with_capacity(n as usize);
     for i in 0..n {
-        let mut r = gen_request.clone();
-        r.seed = gen_request.seed.wrapping_add(u64::from(i));
-        // A choice the scheduler cannot take refuses the request; dropping the receivers
-        // already taken stops their generations.
-        rxs.push(submit(&app, r)?);
         let parser = OutputParser::new(ParserOptions {
             parse_tool_calls: request.tools.is_some(),
             ..ParserOptions::for_prompt(&prompt.text)

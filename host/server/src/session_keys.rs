@@ -163,6 +163,9 @@ where
     Model<B>: Send + Sync,
 {
     let r = async {
+        if request.extensions().get::<crate::user_keys::UserKey>().is_some() {
+            return Err(forbidden("A user key cannot end sessions; use the session's key or the server's."));
+        }
         let (key, mut o) = object(&app, request).await?;
         let named = match o.remove("session_id") {
             None | Some(Value::Null) => None,

@@ -1455,6 +1455,31 @@ fn each_user_is_answered_by_their_own_adapter() {
     );
     let (status, bob) = ask(&server, Some("bob"));
     assert_eq!(status, 200, "{bob}");
+    // Both go on from alice's answer: each in their own session.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    for user in ["alice", "bob"] {
+        let mut r = agent
+            .post(&format!("{}/v1/chat/completions", server.url))
+            .header("X-User-Id", user)
+            .send_json(serde_json::json!({
+                "messages": [
+                    {"role": "user", "content": "Describe the owl."},
+                    {"role": "assistant", "content": text(&alice)},
+                    {"role": "user", "content": "Thanks, that helps a lot."},
+                ],
+                "max_tokens": 4,
+            }))
+            .unwrap();
+        assert_eq!(
+            r.status().as_u16(),
+            200,
+            "{}",
+            r.body_mut().read_to_string().unwrap()
+        );
+    }
     for (user, param) in [(None, "user"), (Some("../alice"), "user")] {
         let (status, body) = ask(&server, user);
         assert_eq!(
@@ -1474,15 +1499,29 @@ fn each_user_is_answered_by_their_own_adapter() {
     );
     assert_ne!(text(&alice), text(&base_answer), "alice gets her adapter");
 
-    let turns: Vec<Value> = export(&buffer)
-        .into_iter()
-        .flat_map(|s| s["turns"].as_array().unwrap().clone())
-        .collect();
-    let owners: Vec<&str> = turns
+    let sessions = export(&buffer);
+    let by_session: Vec<Vec<&str>> = sessions
         .iter()
-        .map(|t| t["adapter"].as_str().unwrap())
+        .map(|s| {
+            s["turns"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["adapter"].as_str().unwrap())
+                .collect()
+        })
         .collect();
-    assert_eq!(owners, ["alice", "bob"]);
+    // Alice's conversation is one session of two turns with a next state; bob's repeat of
+    // her history did not join it.
+    assert_eq!(
+        by_session,
+        [vec!["alice", "alice"], vec!["bob"], vec!["bob"]],
+        "{sessions:?}"
+    );
+    assert_eq!(
+        sessions[0]["turns"][0]["next_state"]["content"],
+        "Thanks, that helps a lot."
+    );
 
     // `run` trains one shared policy: it refuses the mode by name.
     let o = host_command(tmp.path())

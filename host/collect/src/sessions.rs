@@ -64,6 +64,10 @@ pub struct SessionHints {
     pub turn_type: Option<TurnType>,
     /// The client says the session ends with this request.
     pub done: bool,
+    /// Whose request it is, when requests are answered per user (`--adapters per-user`): a
+    /// history is then matched only among the same user's requests, so two users who say the
+    /// same thing never share a session.
+    pub scope: Option<String>,
 }
 
 /// Where a request goes.
@@ -83,6 +87,9 @@ pub struct Assignment {
     pub next_state: Option<(u32, NextState)>,
     /// Sibling choices of that turn the client did not go on from: they get no next state.
     pub unfollowed: Vec<u32>,
+    /// Where the request's histories start ([`SessionHints::scope`] hashed): its replies are
+    /// registered under the same scope.
+    pub scope: u64,
 }
 
 /// A session that ended, with the main turn left without a next state (judged without one).
@@ -219,10 +226,24 @@ fn chain(acc: u64, m: &ChatMessage) -> u64 {
     h.finish()
 }
 
-/// Cumulative keys: `keys[k]` identifies `messages[..=k]`.
-fn prefix_keys(messages: &[ChatMessage]) -> Vec<u64> {
+/// Where the histories of `scope`'s requests start: the empty history, or one keyed by the
+/// user.
+fn scope_key(scope: Option<&str>) -> u64 {
+    match scope {
+        None => EMPTY_HISTORY,
+        Some(user) => {
+            let mut h = DefaultHasher::new();
+            EMPTY_HISTORY.hash(&mut h);
+            user.hash(&mut h);
+            h.finish()
+        }
+    }
+}
+
+/// Cumulative keys: `keys[k]` identifies `messages[..=k]`, from the history `start`.
+fn prefix_keys(start: u64, messages: &[ChatMessage]) -> Vec<u64> {
     let mut out = Vec::with_capacity(messages.len());
-    let mut acc = EMPTY_HISTORY;
+    let mut acc = start;
     for m in messages {
         acc = chain(acc, m);
         out.push(acc);
@@ -359,7 +380,8 @@ impl SessionTracker {
     ) -> (Assignment, Vec<Closed>) {
         let choices = choices.max(1);
         let turn_type = hints.turn_type.unwrap_or(self.opts.default_turn_type);
-        let keys = prefix_keys(messages);
+        let scope = scope_key(hints.scope.as_deref());
+        let keys = prefix_keys(scope, messages);
         // The longest earlier history this request repeats (with something after it).
         let matched = (0..keys.len().saturating_sub(1))
             .rev()
@@ -466,6 +488,7 @@ impl SessionTracker {
                 choices,
                 next_state,
                 unfollowed,
+                scope,
             },
             closed,
         )
@@ -507,9 +530,9 @@ impl SessionTracker {
             .map_or(0, |i| i + 1)
             .max(1)
             .min(n);
-        let prefix = prefix_keys(messages);
+        let prefix = prefix_keys(a.scope, messages);
         for k in keep_from..=n {
-            let acc = if k == 0 { EMPTY_HISTORY } else { prefix[k - 1] };
+            let acc = if k == 0 { a.scope } else { prefix[k - 1] };
             let key = chain(acc, reply);
             self.histories.insert(
                 key,
@@ -1107,5 +1130,39 @@ mod tests {
         t.on_choice(&g, 0, &msgs(&m1), &msg(&reply("F.")), now);
         let closed = t.close("x", "done").unwrap();
         assert_eq!(closed.open_turns, [7, 6]);
+    }
+
+    /// Per user, a history is matched among the user's own requests: two users who send the
+    /// same conversation get two sessions, and each continues their own.
+    #[test]
+    fn two_users_who_say_the_same_thing_keep_their_own_sessions() {
+        let mut t = tracker(10);
+        let now = Instant::now();
+        let as_user = |u: &str| SessionHints {
+            scope: Some(u.into()),
+            ..none()
+        };
+        let m1 = vec![json!({"role": "user", "content": "Describe the owl."})];
+        let reply = json!({"role": "assistant", "content": "An owl hoots."});
+        let (a, _) = t.on_request(&as_user("alice"), &msgs(&m1), now);
+        t.on_response(&a, &msgs(&m1), &msg(&reply), now);
+        let (b, _) = t.on_request(&as_user("bob"), &msgs(&m1), now);
+        t.on_response(&b, &msgs(&m1), &msg(&reply), now);
+        assert_ne!(a.session_id, b.session_id);
+        let m2 = vec![
+            m1[0].clone(),
+            reply.clone(),
+            json!({"role": "user", "content": "Thanks."}),
+        ];
+        let (a2, _) = t.on_request(&as_user("alice"), &msgs(&m2), now);
+        let (b2, _) = t.on_request(&as_user("bob"), &msgs(&m2), now);
+        assert_eq!((a2.session_id, b2.session_id), (a.session_id, b.session_id));
+        assert_eq!(a2.next_state.map(|n| n.0), Some(0));
+        assert_eq!(b2.next_state.map(|n| n.0), Some(0));
+        // Without a scope the same history continues the latest session it came from.
+        let (c, _) = t.on_request(&none(), &msgs(&m1), now);
+        t.on_response(&c, &msgs(&m1), &msg(&reply), now);
+        let (c2, _) = t.on_request(&none(), &msgs(&m2), now);
+        assert_eq!(c2.session_id, c.session_id);
     }
 }

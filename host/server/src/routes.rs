@@ -448,6 +448,10 @@ where
         )?),
         false => answered_as.clone(),
     };
+    if app.opts.per_user {
+        // A user's requests continue only that user's sessions.
+        request.hints.scope = adapter.as_deref().map(str::to_string);
+    }
     // Rendering and tokenizing a long prompt is CPU work: off the async threads.
     let engine = app.engine.clone();
     let (messages, tools) = (request.messages.clone(), request.tools.clone());

@@ -487,6 +487,7 @@ fn hints(
         session_id,
         turn_type,
         done,
+        scope: None,
     })
 }
 

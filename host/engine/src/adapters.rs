@@ -48,7 +48,7 @@ impl<B: Backend> AdapterWeights<B> {
             .layers
             .iter()
             .map(|l| {
-                lora::projections(l).map(|p| {
+                l.projections().map(|p| {
                     p.lora.as_ref().map(|a| LoraPair {
                         a: a.a.val(),
                         b: a.b.val(),
@@ -58,6 +58,13 @@ impl<B: Backend> AdapterWeights<B> {
             })
             .collect();
         Ok(AdapterWeights { layers })
+    }
+
+    /// The PEFT adapter saved in `dir` (`adapter_config.json`, `adapter_model.safetensors`),
+    /// read over `base`.
+    pub fn read(base: &Model<B>, dir: &std::path::Path) -> Result<Self> {
+        let (with, _) = lora::load_adapters(lora::stripped(base), dir)?;
+        Self::of(&with)
     }
 
     /// A random adapter over `model` as `cfg` shapes it, both factors drawn from `seed` (B
@@ -221,15 +228,16 @@ impl<B: Backend> AdapterStore<B> {
     /// Makes `weights` adapter `name`'s current version; returns that version (1 for a new
     /// name, one more than the last for a name seen before, even one evicted since).
     pub fn publish(&self, name: &str, weights: AdapterWeights<B>) -> u64 {
-        self.put(name, weights, None)
+        self.put(name, weights, None).version
     }
 
+    /// Holds `weights` as `name`'s next version (evicting beyond the cap) and returns it.
     fn put(
         &self,
         name: &str,
         weights: AdapterWeights<B>,
         loaded: Option<std::time::SystemTime>,
-    ) -> u64 {
+    ) -> Arc<ServedAdapter<B>> {
         let mut map = self.adapters.write().unwrap_or_else(|e| e.into_inner());
         let name: Arc<str> = name.into();
         let version = {
@@ -238,15 +246,16 @@ impl<B: Backend> AdapterStore<B> {
             *v += 1;
             *v
         };
+        let adapter = Arc::new(ServedAdapter {
+            name: name.clone(),
+            version,
+            weights,
+        });
         let now = self.tick();
         map.insert(
-            name.clone(),
+            name,
             Held {
-                adapter: Arc::new(ServedAdapter {
-                    name,
-                    version,
-                    weights,
-                }),
+                adapter: adapter.clone(),
                 loaded,
                 last_used: now.into(),
             },
@@ -261,7 +270,7 @@ impl<B: Backend> AdapterStore<B> {
                 map.remove(&oldest);
             }
         }
-        version
+        adapter
     }
 
     fn tick(&self) -> u64 {
@@ -297,15 +306,9 @@ impl<B: Backend> AdapterStore<B> {
         if stamp.is_none() {
             return Ok(None);
         }
-        let (with, _) = lora::load_adapters(src.base.clone(), &dir)
+        let weights = AdapterWeights::read(&src.base, &dir)
             .with_context(|| format!("adapter `{name}` in {}", dir.display()))?;
-        self.put(name, AdapterWeights::of(&with)?, stamp);
-        Ok(self
-            .adapters
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(name)
-            .map(|h| h.adapter.clone()))
+        Ok(Some(self.put(name, weights, stamp)))
     }
 
     /// Adapters held in memory now.
@@ -325,8 +328,7 @@ impl<B: Backend> AdapterStore<B> {
     /// Loads the PEFT adapter saved in `dir` (`adapter_config.json` and
     /// `adapter_model.safetensors`) over `base` and publishes it as `name`.
     pub fn load(&self, name: &str, base: &Model<B>, dir: &std::path::Path) -> Result<u64> {
-        let (with, _) = lora::load_adapters(lora::stripped(base), dir)?;
-        Ok(self.publish(name, AdapterWeights::of(&with)?))
+        Ok(self.publish(name, AdapterWeights::read(base, dir)?))
     }
 }
 
@@ -336,8 +338,11 @@ impl<B: Backend> AdapterStore<B> {
 pub struct RowLora<B: Backend> {
     /// This projection's factors in each adapter present (`None`: the adapter leaves it alone).
     pairs: Vec<Option<LoraPair<B>>>,
-    /// The sequences and their adapters, shared by every projection of the view.
-    sequences: Arc<[Option<usize>]>,
+    /// For each adapter present, the sequences that take it (in order), shared by every
+    /// projection of the view: worked out once per view, not per projection.
+    takers: Arc<[Vec<usize>]>,
+    /// The view's sequences.
+    sequences: usize,
 }
 
 impl<B: Backend> RowLora<B> {
@@ -345,7 +350,7 @@ impl<B: Backend> RowLora<B> {
     /// through its two products together, and are put back in their places.
     pub fn add_to(&self, y: Tensor<B, 2>, x: Tensor<B, 2>) -> Tensor<B, 2> {
         let [rows, _] = x.dims();
-        let seqs = self.sequences.len();
+        let seqs = self.sequences;
         if seqs == 0 || rows % seqs != 0 {
             // Not a layout the view was made for: a bug, never a silent wrong answer.
             panic!("a view for {seqs} sequences got {rows} rows");
@@ -356,14 +361,11 @@ impl<B: Backend> RowLora<B> {
         let groups: Vec<(&LoraPair<B>, Vec<usize>)> = self
             .pairs
             .iter()
-            .enumerate()
-            .filter_map(|(s, pair)| {
-                let rows: Vec<usize> = self
-                    .sequences
+            .zip(self.takers.iter())
+            .filter_map(|(pair, takers)| {
+                let rows: Vec<usize> = takers
                     .iter()
-                    .enumerate()
-                    .filter(|(_, a)| **a == Some(s))
-                    .flat_map(|(q, _)| q * per..(q + 1) * per)
+                    .flat_map(|&q| q * per..(q + 1) * per)
                     .collect();
                 Some((pair.as_ref()?, rows)).filter(|(_, r)| !r.is_empty())
             })
@@ -430,7 +432,13 @@ pub fn rows_view<B: Backend>(
             adapters.len()
         );
     }
-    let sequences: Arc<[Option<usize>]> = sequences.into();
+    let takers: Arc<[Vec<usize>]> = (0..adapters.len())
+        .map(|a| {
+            (0..sequences.len())
+                .filter(|&q| sequences[q] == Some(a))
+                .collect()
+        })
+        .collect();
     let mut view = model.clone();
     for (l, layer) in view.model.layers.iter_mut().enumerate() {
         for (j, p) in lora::projections_mut(layer).into_iter().enumerate() {
@@ -447,7 +455,8 @@ pub fn rows_view<B: Backend>(
             p.rows.0 = pairs.iter().any(Option::is_some).then(|| {
                 Arc::new(RowLora {
                     pairs,
-                    sequences: sequences.clone(),
+                    takers: takers.clone(),
+                    sequences: sequences.len(),
                 })
             });
         }

@@ -146,22 +146,7 @@ fn slots<B: Backend>(layer: &mut DecoderLayer<B>) -> [Slot<'_, B>; 7] {
     })
 }
 
-/// A layer's seven projections (q, k, v, o, gate, up, down), in the order adapters list them.
-pub(crate) fn projections<B: Backend>(layer: &DecoderLayer<B>) -> [&Projection<B>; 7] {
-    let a = &layer.self_attn;
-    let m = &layer.mlp;
-    [
-        &a.q_proj,
-        &a.k_proj,
-        &a.v_proj,
-        &a.o_proj,
-        &m.gate_proj,
-        &m.up_proj,
-        &m.down_proj,
-    ]
-}
-
-/// [`projections`], to change.
+/// [`DecoderLayer::projections`], to change.
 pub(crate) fn projections_mut<B: Backend>(layer: &mut DecoderLayer<B>) -> [&mut Projection<B>; 7] {
     slots(layer).map(|s| s.projection)
 }
@@ -181,17 +166,17 @@ fn name_hash(name: &str) -> u64 {
 fn adapters<B: Backend>(
     layer: &DecoderLayer<B>,
 ) -> [(&'static str, &'static str, Option<&LoraAdapter<B>>); 7] {
-    let a = &layer.self_attn;
-    let m = &layer.mlp;
-    [
-        ("q_proj", "self_attn", a.q_proj.lora.as_ref()),
-        ("k_proj", "self_attn", a.k_proj.lora.as_ref()),
-        ("v_proj", "self_attn", a.v_proj.lora.as_ref()),
-        ("o_proj", "self_attn", a.o_proj.lora.as_ref()),
-        ("gate_proj", "mlp", m.gate_proj.lora.as_ref()),
-        ("up_proj", "mlp", m.up_proj.lora.as_ref()),
-        ("down_proj", "mlp", m.down_proj.lora.as_ref()),
-    ]
+    let p = layer.projections();
+    let names = [
+        ("q_proj", "self_attn"),
+        ("k_proj", "self_attn"),
+        ("v_proj", "self_attn"),
+        ("o_proj", "self_attn"),
+        ("gate_proj", "mlp"),
+        ("up_proj", "mlp"),
+        ("down_proj", "mlp"),
+    ];
+    std::array::from_fn(|i| (names[i].0, names[i].1, p[i].lora.as_ref()))
 }
 
 /// Whether any projection of `model` carries an adapter.

@@ -63,7 +63,7 @@ pub fn served_model_aliases(cfg: &RunConfig) -> Vec<String> {
 }
 
 /// `--lora-modules`: `name=dir` pairs, separated by commas or spaces. A name is what a request
-/// gives as `model`: 1 to 64 letters, digits, `.`, `_` or `-`, neither the served model's id
+/// gives as `model` ([`openclaw_engine::adapters::valid_name`]), neither the served model's id
 /// nor an alias, given once.
 pub fn lora_modules(cfg: &RunConfig) -> Result<Vec<(String, String)>> {
     let served = served_model_name(cfg);
@@ -77,13 +77,11 @@ pub fn lora_modules(cfg: &RunConfig) -> Result<Vec<(String, String)>> {
         let Some((name, dir)) = entry.split_once('=') else {
             bail!("--lora-modules: `{entry}` is not name=dir");
         };
-        let valid = !name.is_empty()
-            && name.len() <= 64
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
-        if !valid {
-            bail!("--lora-modules: `{name}` is not a name (1-64 letters, digits, `.`, `_`, `-`)");
+        if !openclaw_engine::adapters::valid_name(name) {
+            bail!(
+                "--lora-modules: `{name}` is not a name (1-64 letters, digits, `.`, `_`, `-`, \
+                 starting with a letter or digit)"
+            );
         }
         if name == served || aliases.iter().any(|a| a == name) || name == "default" {
             bail!("--lora-modules: `{name}` is the served model's id");

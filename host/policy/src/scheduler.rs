@@ -135,17 +135,8 @@ impl Scheduler {
 
     /// Queues a request; its events arrive on the returned receiver.
     pub fn submit(&self, request: GenerateRequest) -> Result<UnboundedReceiver<GenEvent>, Busy> {
-        let now = self.inflight.fetch_add(1, Ordering::SeqCst);
-        if now >= self.opts.max_inflight {
-            self.inflight.fetch_sub(1, Ordering::SeqCst);
-            return Err(Busy);
-        }
-        let (events, rx) = unbounded_channel();
-        if self.tx.send(Job { request, events }).is_err() {
-            self.inflight.fetch_sub(1, Ordering::SeqCst);
-            return Err(Busy);
-        }
-        Ok(rx)
+        let mut rx = self.submit_all(vec![request])?;
+        Ok(rx.pop().expect("one receiver per request"))
     }
 
     /// Requests queued or running.

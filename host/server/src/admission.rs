@@ -56,26 +56,25 @@ pub async fn authorize<B: Backend>(
         .headers()
         .get("authorization")
         .and_then(|v| v.to_str().ok());
-    // A key `/rl/start_session` issued: its requests are that session's.
-    let session = given
-        .and_then(openclaw_config::access::bearer)
-        .and_then(|k| app.session_keys.session_of(k));
-    if let Some(s) = session {
+    // A key `/rl/start_session` issued: its requests are that session's; one `/admin/users`
+    // issued: its requests are that user's.
+    let key = given.and_then(openclaw_config::access::bearer);
+    let session = key.and_then(|k| app.session_keys.session_of(k));
+    let user = match session {
+        Some(_) => None,
+        None => key.and_then(|k| app.user_keys.user_of(k)),
+    };
+    if session.is_some() || user.is_some() {
         let mut request = request;
-        request
-            .extensions_mut()
-            .insert(crate::session_keys::SessionKey(s));
-        return next.run(request).await;
-    }
-    // A key `/admin/users` issued: its requests are that user's.
-    let user = given
-        .and_then(openclaw_config::access::bearer)
-        .and_then(|k| app.user_keys.user_of(k));
-    if let Some(u) = user {
-        let mut request = request;
-        request
-            .extensions_mut()
-            .insert(crate::user_keys::UserKey(u));
+        if let Some(s) = session {
+            request
+                .extensions_mut()
+                .insert(crate::session_keys::SessionKey(s));
+        } else if let Some(u) = user {
+            request
+                .extensions_mut()
+                .insert(crate::user_keys::UserKey(u));
+        }
         return next.run(request).await;
     }
     match openclaw_config::access::refusal(given, &app.opts.api_key) {

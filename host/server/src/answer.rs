@@ -178,12 +178,15 @@ where
         rx: &mut mpsc::UnboundedReceiver<GenEvent>,
         c: &mut ChoiceRun,
     ) -> Option<Step> {
-        loop {
-            let ev = rx.recv().await?;
-            if let Some(step) = self.take(ev, c) {
-                return Some(step);
-            }
-        }
+        let (app, wanted) = (self.app, self.k.request.logprobs.is_some());
+        let logprobs = &mut c.logprobs;
+        self.steps
+            .next(rx, &mut c.pipeline, |id, logprob, top| {
+                if wanted {
+                    logprobs.push(token_logprob(app, id, logprob, top));
+                }
+            })
+            .await
     }
 
     /// One event of a choice's generation as a step (see [`Steps::take`]).

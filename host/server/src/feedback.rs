@@ -43,32 +43,21 @@ pub fn parse(body: &[u8]) -> Result<FeedbackRequest, ApiError> {
     };
     let completion = take_str(&mut o, "completion_id")?;
     let session = take_str(&mut o, "session_id")?;
-    let index = match o.remove("turn_index") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(
-            v.as_u64()
-                .filter(|&i| i <= u32::MAX as u64)
-                .ok_or_else(|| {
-                    bad(
-                        format!("`turn_index` must be a turn's index (0 or more), got {v}."),
-                        "turn_index",
-                    )
-                })? as u32,
-        ),
+    let take_index = |o: &mut Map<String, Value>, k: &'static str, what: &str| match o.remove(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .filter(|&i| i <= u32::MAX as u64)
+            .map(|i| Some(i as u32))
+            .ok_or_else(|| {
+                bad(
+                    format!("`{k}` must be {what}'s index (0 or more), got {v}."),
+                    k,
+                )
+            }),
     };
-    let choice = match o.remove("choice_index") {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(
-            v.as_u64()
-                .filter(|&i| i <= u32::MAX as u64)
-                .ok_or_else(|| {
-                    bad(
-                        format!("`choice_index` must be a choice's index (0 or more), got {v}."),
-                        "choice_index",
-                    )
-                })? as u32,
-        ),
-    };
+    let index = take_index(&mut o, "turn_index", "a turn")?;
+    let choice = take_index(&mut o, "choice_index", "a choice")?;
     if choice.is_some() && completion.is_none() {
         return Err(bad(
             "`choice_index` names a choice of the answer `completion_id` names.".into(),

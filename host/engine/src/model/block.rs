@@ -60,6 +60,20 @@ impl<B: Backend> DecoderLayer<B> {
         self.mlp.export(&format!("{p}.mlp"), out);
     }
 
+    /// Its seven projections: q, k, v, o, gate, up, down.
+    pub fn projections(&self) -> [&super::projection::Projection<B>; 7] {
+        let (a, m) = (&self.self_attn, &self.mlp);
+        [
+            &a.q_proj,
+            &a.k_proj,
+            &a.v_proj,
+            &a.o_proj,
+            &m.gate_proj,
+            &m.up_proj,
+            &m.down_proj,
+        ]
+    }
+
     /// Runs the layer on `[batch, seq, hidden]`.
     pub fn forward(
         &self,

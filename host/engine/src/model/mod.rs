@@ -130,18 +130,7 @@ impl<B: Backend> Model<B> {
         self.model
             .layers
             .iter()
-            .flat_map(|l| {
-                let (a, m) = (&l.self_attn, &l.mlp);
-                [
-                    &a.q_proj,
-                    &a.k_proj,
-                    &a.v_proj,
-                    &a.o_proj,
-                    &m.gate_proj,
-                    &m.up_proj,
-                    &m.down_proj,
-                ]
-            })
+            .flat_map(|l| l.projections())
             .chain(&self.lm_head)
             .chain(&self.score)
     }

@@ -225,17 +225,13 @@ impl<B: Backend> Projection<B> {
         let dims = x.dims();
         let rows: usize = dims[..D - 1].iter().product();
         let x = x.reshape([rows, dims[D - 1]]);
-        let y = match (&self.lora, &self.rows.0) {
-            (Some(lora), None) => self.base(x.clone()) + lora.delta(x),
-            (None, None) => self.base(x),
-            (lora, Some(rows)) => {
-                let mut y = self.base(x.clone());
-                if let Some(lora) = lora {
-                    y = y + lora.delta(x.clone());
-                }
-                rows.add_to(y, x)
-            }
-        };
+        let mut y = self.base(x.clone());
+        if let Some(lora) = &self.lora {
+            y = y + lora.delta(x.clone());
+        }
+        if let Some(rows) = &self.rows.0 {
+            y = rows.add_to(y, x);
+        }
         let mut out = dims;
         out[D - 1] = y.dims()[1];
         y.reshape(out)

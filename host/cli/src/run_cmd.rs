@@ -99,8 +99,15 @@ struct ScoreLine {
     train_s: f64,
     loss: f64,
     sample_seqs: Vec<u64>,
+    /// The user adapter the step trained (`--adapters per-user`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    adapter: Option<String>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     window: Option<openclaw_lab::simulate::WindowStats>,
+    /// With groups of simulated users (`--simulate-preferences plain,markdown`): each group's
+    /// window, by its name.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    groups: std::collections::BTreeMap<String, openclaw_lab::simulate::WindowStats>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     episodes: Option<EpisodeWindow>,
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
@@ -248,6 +255,13 @@ impl OnBackend for RunOn<'_> {
             pipeline.metrics().record("score", step, &start);
         }
         let simulated = cfg.simulate_users > 0;
+        let preferences = simulated_preferences(&cfg);
+        let groups = if preferences.len() > 1 {
+            preferences.clone()
+        } else {
+            Vec::new()
+        };
+        let step_groups = groups.clone();
         let step_board = board.clone();
         let step_env = env_run.clone();
         let mut train_s = 0.0;
@@ -260,8 +274,12 @@ impl OnBackend for RunOn<'_> {
             train_s += ev.report.step_time_s;
             let r = &ev.report;
             let mut line = format!(
-                "step {:>4}  v{:<4} loss {:>8.4}  grad {:.3}  {} samples{}  {:.2} s",
+                "step {:>4}{}  v{:<4} loss {:>8.4}  grad {:.3}  {} samples{}  {:.2} s",
                 r.step,
+                ev.adapter
+                    .as_ref()
+                    .map(|a| format!(" [{a}]"))
+                    .unwrap_or_default(),
                 ev.weight_version,
                 r.loss,
                 r.grad_norm,
@@ -274,7 +292,23 @@ impl OnBackend for RunOn<'_> {
                 r.step_time_s
             );
             let window = simulated.then(|| step_board.recent(WINDOW));
-            if let Some(window) = &window {
+            let group_windows: std::collections::BTreeMap<String, _> = step_groups
+                .iter()
+                .map(|&g| {
+                    (
+                        openclaw_lab::simulate::users::group_name(g).to_string(),
+                        step_board.recent_of(g, WINDOW),
+                    )
+                })
+                .collect();
+            if !group_windows.is_empty() {
+                for (name, w) in &group_windows {
+                    line += &format!(
+                        "  | {name} users (last {}): preferred {:.2}  on-topic {:.2}",
+                        w.n, w.preferred, w.on_topic
+                    );
+                }
+            } else if let Some(window) = &window {
                 line += &format!(
                     "  | first answers (last {}): preferred {:.2}  on-topic {:.2}  distinct {:.2}",
                     window.n, window.preferred, window.on_topic, window.distinct
@@ -325,7 +359,9 @@ impl OnBackend for RunOn<'_> {
                 train_s,
                 loss: r.loss,
                 sample_seqs: ev.sample_seqs.clone(),
+                adapter: ev.adapter.clone(),
                 window,
+                groups: group_windows,
                 episodes,
                 eval,
                 judged: judged.map(|(w, _)| w),
@@ -362,6 +398,7 @@ impl OnBackend for RunOn<'_> {
                     seed: cfg.seed,
                     requests: cfg.simulate_requests,
                     tasks: openclaw_sim::TaskSet::standard().train,
+                    preferences: preferences.clone(),
                 },
                 board.clone(),
             )
@@ -388,7 +425,26 @@ impl OnBackend for RunOn<'_> {
             score_path.display()
         );
         if simulated {
-            report_learning(&cfg, &score_path, &board);
+            if groups.is_empty() {
+                report_learning(&cfg, &score_path, &board);
+            } else {
+                // Each group against its own preference: one share over both means nothing.
+                let mut curves: Vec<String> = groups
+                    .iter()
+                    .map(|&g| {
+                        format!(
+                            "groups.{}.preferred",
+                            openclaw_lab::simulate::users::group_name(g)
+                        )
+                    })
+                    .collect();
+                curves.push("loss".into());
+                let curves: Vec<&str> = curves.iter().map(String::as_str).collect();
+                draw_curve(&cfg, &score_path, &curves);
+                for &g in &groups {
+                    report_group(g, &board);
+                }
+            }
         }
         if let Some(e) = &env_run {
             let last = last_eval.lock().expect("eval lock").clone();
@@ -450,6 +506,31 @@ fn report_episodes(
             a.eval_solve_rate, b.eval_solve_rate, a.eval_tool_call_rate, b.eval_tool_call_rate
         );
     }
+}
+
+/// What the simulated users prefer (`--simulate-preferences`), one group per style.
+fn simulated_preferences(cfg: &RunConfig) -> Vec<openclaw_sim::Style> {
+    cfg.simulate_preferences
+        .split(',')
+        .map(str::trim)
+        .filter_map(|s| match s {
+            "plain" => Some(openclaw_sim::Style::Plain),
+            "markdown" => Some(openclaw_sim::Style::Markdown),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The summary line of one group of simulated users: its share with the starting weights
+/// (version 0: the base every user's adapter starts from) and in its last window.
+fn report_group(group: openclaw_sim::Style, board: &Scoreboard) {
+    let name = openclaw_lab::simulate::users::group_name(group);
+    let first = board.of_versions(group, 0, 0);
+    let last = board.recent_of(group, WINDOW);
+    eprintln!(
+        "{name} users: first answers in their style {:.2} with the starting weights (n={}), {:.2} in the last {} (versions {}..{}); on-topic {:.2}",
+        first.preferred, first.n, last.preferred, last.n, last.versions.0, last.versions.1, last.on_topic
+    );
 }
 
 /// The learning curve PNG and the summary line of a run with simulated users.

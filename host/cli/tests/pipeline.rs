@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{inputs, workspace};
+use common::{inputs, start_four_loops, workspace};
 use openclaw_buffer::{Log, Record};
 use openclaw_config::backend::{Cpu, Placement};
 use openclaw_lab::simulate::{Scoreboard, SimUsers, SimUsersOptions};
@@ -39,16 +39,8 @@ fn run_flags(dir: &Path, model: &Path, steps: u64) -> Vec<(&'static str, String)
 
 /// Runs the four loops with simulated users until `--max-steps`; returns the steps observed.
 fn run_until_done(dir: &Path, model: &Path, steps: u64) -> (Vec<u64>, u64, Option<u64>) {
-    let plugins = RunPlugins::load(|| inputs(&run_flags(dir, model, steps))).unwrap();
-    let cfg = plugins.resolved.config.clone();
-    let pipeline =
-        Pipeline::<Cpu>::four_loops(&cfg, &plugins, &Placement::all(Default::default())).unwrap();
-    let resumed_at = pipeline.resumed.as_ref().map(|r| r.step);
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let observer = seen.clone();
-    let handle = pipeline
-        .start(move |ev| observer.lock().unwrap().push(ev.report.step))
-        .unwrap();
+    let (handle, seen, resumed_at) =
+        start_four_loops(&run_flags(dir, model, steps), |ev| ev.report.step);
     let base_url = handle.base_url().expect("the run serves");
     assert!(base_url.starts_with("http://127.0.0.1:"));
     let users = SimUsers::start(
@@ -59,6 +51,7 @@ fn run_until_done(dir: &Path, model: &Path, steps: u64) -> (Vec<u64>, u64, Optio
             seed: 7,
             requests: 0.25,
             tasks: openclaw_sim::TaskSet::standard().train,
+            preferences: vec![openclaw_sim::Style::Plain],
         },
         Arc::new(Scoreboard::default()),
     );
@@ -266,15 +259,7 @@ fn feedback_run(
         flags.retain(|(f, _)| f != k);
         flags.push((k, v.to_string()));
     }
-    let plugins = RunPlugins::load(|| inputs(&flags)).unwrap();
-    let cfg = plugins.resolved.config.clone();
-    let pipeline =
-        Pipeline::<Cpu>::four_loops(&cfg, &plugins, &Placement::all(Default::default())).unwrap();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let observer = seen.clone();
-    let handle = pipeline
-        .start(move |ev| observer.lock().unwrap().push(ev.report.clone()))
-        .unwrap();
+    let (handle, seen, _) = start_four_loops(&flags, |ev| ev.report.clone());
     (handle, seen)
 }
 
@@ -468,4 +453,129 @@ fn seen_steps(seen: &Arc<Mutex<Vec<openclaw_trainer::StepReport>>>) -> Vec<u64> 
         .iter()
         .map(|r| r.samples as u64)
         .collect()
+}
+
+/// One life of `run --adapters per-user` with two groups of simulated users (plain and
+/// markdown, each a user by `X-User-Id`): every step's user and samples, and the last step.
+fn per_user_life(dir: &Path, model: &Path, steps: u64) -> (Vec<(String, Vec<u64>)>, u64) {
+    let mut flags = run_flags(dir, model, steps);
+    flags.extend([
+        ("adapters", "per-user".to_string()),
+        ("adapters_dir", dir.join("adapters").display().to_string()),
+        ("max_adapters_in_memory", "1".into()),
+        ("use_lora", "true".into()),
+        ("lora_rank", "4".into()),
+        ("lora_alpha", "8".into()),
+    ]);
+    let (handle, seen, _) = start_four_loops(&flags, |ev| {
+        let user = ev
+            .adapter
+            .clone()
+            .expect("every step trains a user's adapter");
+        (user, ev.sample_seqs.clone())
+    });
+    let users = SimUsers::start(
+        SimUsersOptions {
+            base_url: handle.base_url().unwrap(),
+            api_key: String::new(),
+            users: 4,
+            seed: 11,
+            requests: 0.0,
+            tasks: openclaw_sim::TaskSet::standard().train,
+            preferences: vec![openclaw_sim::Style::Plain, openclaw_sim::Style::Markdown],
+        },
+        Arc::new(Scoreboard::default()),
+    );
+    handle.wait();
+    users.stop();
+    let summary = handle.shutdown().unwrap().expect("the four loops train");
+    let seen = seen.lock().unwrap().clone();
+    (seen, summary.step)
+}
+
+#[test]
+fn each_users_turns_train_their_own_adapter_which_serves_them_and_resumes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let model =
+        openclaw_lab::default_model::ensure_default_model(&dir.join("home"), false).unwrap();
+    let (first, last) = per_user_life(dir, &model, 4);
+    assert_eq!((first.len(), last), (4, 4), "{first:?}");
+
+    // Every sample names the user whose adapter answered its turn, and trains that adapter.
+    let records = Log::read_all(&dir.join("rl_buffer")).unwrap().records;
+    let mut turn_user = std::collections::HashMap::new();
+    for e in &records {
+        if let Record::Turn { turn, adapter, .. } = &e.record {
+            let user = adapter
+                .clone()
+                .expect("each group's requests name their user");
+            turn_user.insert((turn.session_id.to_string(), turn.turn_index), user);
+        }
+    }
+    let mut sample_user = std::collections::HashMap::new();
+    for e in &records {
+        if let Record::Sample { sample, .. } = &e.record {
+            let meta: serde_json::Value = serde_json::from_str(&sample.metadata_json).unwrap();
+            let user = meta["adapter"].as_str().unwrap().to_string();
+            let key = (sample.session_id.to_string(), sample.turn_index);
+            assert_eq!(turn_user[&key], user, "{key:?}");
+            sample_user.insert(e.seq, user);
+        }
+    }
+    for (user, seqs) in &first {
+        assert!(seqs.iter().all(|s| &sample_user[s] == user), "{first:?}");
+    }
+    // Each user's adapter is a checkpoint of its own, linked where serving reads it; one
+    // trainer was held at a time (the cap), so the other was saved, evicted and resumed.
+    let users: std::collections::BTreeSet<&str> = first.iter().map(|(u, _)| u.as_str()).collect();
+    for user in &users {
+        let link = dir.join("adapters").join(user);
+        assert_eq!(
+            std::fs::read_link(&link).unwrap(),
+            Path::new(".trained").join(user).join("checkpoint-latest")
+        );
+        assert!(link.join("adapter_model.safetensors").is_file());
+        assert!(link.join("optimizer.safetensors").is_file());
+        assert!(
+            !link.join("model.safetensors").exists(),
+            "the base is not copied"
+        );
+    }
+    // Turns answered after a user's first step come from their adapter's versions.
+    let trained_first = first[0].1.iter().max().copied().unwrap();
+    assert!(records.iter().any(|e| e.seq > trained_first
+        && matches!(&e.record, Record::Turn { turn, adapter: Some(u), .. }
+            if *u == first[0].0 && turn.weight_version >= 1)));
+
+    // A second life resumes each adapter: the steps go on and no sample trains twice.
+    let (second, last) = per_user_life(dir, &model, 6);
+    assert_eq!((second.len(), last), (2, 6), "{second:?}");
+    let before: std::collections::HashSet<u64> =
+        first.iter().flat_map(|(_, s)| s.iter().copied()).collect();
+    assert!(
+        second
+            .iter()
+            .flat_map(|(_, s)| s)
+            .all(|s| !before.contains(s)),
+        "{first:?} then {second:?}"
+    );
+    let lines = std::fs::read_to_string(dir.join("logs/training.log")).unwrap();
+    let logged: Vec<serde_json::Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        logged
+            .iter()
+            .map(|v| v["step"].as_u64().unwrap())
+            .collect::<Vec<_>>(),
+        vec![1, 2, 3, 4, 5, 6]
+    );
+    assert!(logged.iter().all(|v| v["adapter"].is_string()));
+
+    // A run of one shared policy on the same buffer leaves the users' samples there, and
+    // trains its own.
+    let (shared, last, _) = run_until_done(dir, &model, 1);
+    assert_eq!((shared, last), (vec![1], 1));
 }

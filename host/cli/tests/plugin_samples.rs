@@ -7,16 +7,12 @@
 
 mod common;
 
-use common::{inputs, workspace};
+use common::{start_four_loops, workspace};
 use openclaw_buffer::{Log, Record};
-use openclaw_config::backend::{Cpu, Placement};
-use openclaw_pipeline::Pipeline;
 use openclaw_plugin_api::TrainingSample;
-use openclaw_plugins::RunPlugins;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
 fn run(dir: &Path, extra: &[(&str, String)]) -> (Vec<u64>, Vec<TrainingSample>) {
     let model =
@@ -40,15 +36,7 @@ fn run(dir: &Path, extra: &[(&str, String)]) -> (Vec<u64>, Vec<TrainingSample>) 
         ("judge", "rule".into()),
     ];
     flags.extend(extra.iter().cloned());
-    let plugins = RunPlugins::load(|| inputs(&flags)).unwrap();
-    let cfg = plugins.resolved.config.clone();
-    let pipeline =
-        Pipeline::<Cpu>::four_loops(&cfg, &plugins, &Placement::all(Default::default())).unwrap();
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let observer = seen.clone();
-    let handle = pipeline
-        .start(move |ev| observer.lock().unwrap().push(ev.report.step))
-        .unwrap();
+    let (handle, seen, _) = start_four_loops(&flags, |ev| ev.report.step);
     handle.wait();
     handle.shutdown().unwrap().expect("it trains");
     let samples = Log::read_all(&dir.join("rl_buffer"))

@@ -125,4 +125,61 @@ mod slow {
         let png = std::fs::read(dir.join("logs/learning_curve.png")).unwrap();
         assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
     }
+
+    /// `run` with two groups of simulated users who want opposite styles, once with an
+    /// adapter per user and once with one shared model: each group's last window of first
+    /// answers, by group name.
+    fn groups_after(dir: &std::path::Path, per_user: bool, steps: &str) -> Value {
+        let mut cmd = host_command_home(dir);
+        cmd.arg("run")
+            .arg("--plugin")
+            .arg(workspace().join("methods/combine"))
+            .args(["--max-steps", steps, "--port", "0"])
+            .args(["--use-lora", "--lr", "1e-3"])
+            .args(["--simulate-preferences", "plain,markdown"]);
+        if per_user {
+            cmd.args(["--adapters", "per-user", "--adapters-dir", "adapters"]);
+        }
+        let o = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        eprintln!("{err}");
+        let text = std::fs::read_to_string(dir.join("logs/score.log")).unwrap();
+        let last: Value = serde_json::from_str(text.lines().last().expect("score lines")).unwrap();
+        last["groups"].clone()
+    }
+
+    #[test]
+    fn each_group_learns_its_own_style_on_its_own_adapter_where_a_shared_model_cannot() {
+        let steps = std::env::var("OPENCLAW_TEST_GROUP_STEPS").unwrap_or_else(|_| "100".into());
+        let tmp = tempfile::tempdir().unwrap();
+        let own = groups_after(tmp.path(), true, &steps);
+        let shared_tmp = tempfile::tempdir().unwrap();
+        let shared = groups_after(shared_tmp.path(), false, &steps);
+        let preferred = |g: &Value, name: &str| {
+            let w = &g[name];
+            assert!(w["n"].as_u64().unwrap() >= 16, "{g}");
+            w["preferred"].as_f64().unwrap()
+        };
+        // The built-in model writes plain answers to 0.31 of held-out prompts: each group
+        // gets its own style on its own adapter.
+        for name in ["plain", "markdown"] {
+            let p = preferred(&own, name);
+            assert!(
+                p >= 0.8,
+                "{name} users on their own adapter: {p:.2} ({own})"
+            );
+        }
+        // One model for both is pulled both ways: the two shares cannot both be high.
+        let (p, m) = (preferred(&shared, "plain"), preferred(&shared, "markdown"));
+        assert!(
+            p + m < 1.6,
+            "a shared model served both groups: {p:.2}, {m:.2}"
+        );
+        let links = std::fs::read_link(tmp.path().join("adapters/plain")).unwrap();
+        assert_eq!(
+            links,
+            std::path::Path::new(".trained/plain/checkpoint-latest")
+        );
+    }
 }

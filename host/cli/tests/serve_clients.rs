@@ -1480,6 +1480,20 @@ fn each_user_is_answered_by_their_own_adapter() {
             r.body_mut().read_to_string().unwrap()
         );
     }
+    // An id the client chooses is its user's own: the same id, two sessions.
+    for user in ["alice", "bob"] {
+        let mut r = agent
+            .post(&format!("{}/v1/chat/completions", server.url))
+            .header("X-User-Id", user)
+            .header("X-Session-Id", "team-chat")
+            .send_json(serde_json::json!({
+                "messages": [{"role": "user", "content": "Describe the owl."}],
+                "max_tokens": 4,
+            }))
+            .unwrap();
+        let v: Value = r.body_mut().read_json().unwrap();
+        assert_eq!(v["session_id"], format!("{user}@team-chat"), "{v}");
+    }
     for (user, param) in [(None, "user"), (Some("../alice"), "user")] {
         let (status, body) = ask(&server, user);
         assert_eq!(
@@ -1512,10 +1526,16 @@ fn each_user_is_answered_by_their_own_adapter() {
         })
         .collect();
     // Alice's conversation is one session of two turns with a next state; bob's repeat of
-    // her history did not join it.
+    // her history did not join it; the id both chose made a session each.
     assert_eq!(
         by_session,
-        [vec!["alice", "alice"], vec!["bob"], vec!["bob"]],
+        [
+            vec!["alice", "alice"],
+            vec!["bob"],
+            vec!["bob"],
+            vec!["alice"],
+            vec!["bob"]
+        ],
         "{sessions:?}"
     );
     assert_eq!(
@@ -1523,7 +1543,8 @@ fn each_user_is_answered_by_their_own_adapter() {
         "Thanks, that helps a lot."
     );
 
-    // `run` trains one shared policy: it refuses the mode by name.
+    // `run` trains each user's adapter as LoRA: without `--use-lora` it refuses the mode,
+    // naming the flag that is missing.
     let o = host_command(tmp.path())
         .arg("run")
         .arg("--model-path")
@@ -1550,7 +1571,7 @@ fn each_user_is_answered_by_their_own_adapter() {
         .unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        !o.status.success() && err.contains("--adapters per-user"),
+        !o.status.success() && err.contains("--adapters per-user") && err.contains("--use-lora"),
         "{err}"
     );
 }

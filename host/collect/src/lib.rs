@@ -7,6 +7,9 @@ pub mod turns;
 
 pub use recorder::{CollectEvent, FeedbackFate, Recorder, Sampled};
 pub use sessions::{
-    valid_session_id, Assignment, Closed, SessionHints, SessionTracker, TrackerOptions,
+    user_session_id, valid_session_id, Assignment, Closed, SessionHints, SessionTracker,
+    TrackerOptions,
 };
-pub use turns::{Answer, FeedbackBy, FeedbackError, FeedbackTarget, TurnDesk, TurnError};
+pub use turns::{
+    AdapterTurns, Answer, FeedbackBy, FeedbackError, FeedbackTarget, TurnDesk, TurnError,
+};

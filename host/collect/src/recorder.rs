@@ -21,6 +21,8 @@ pub enum CollectEvent {
         seq: u64,
         /// The turn.
         turn: Box<Turn>,
+        /// The adapter that answered it, when the turn trains that adapter.
+        adapter: Option<String>,
     },
     /// A turn got its next state.
     NextState {
@@ -149,9 +151,15 @@ impl Recorder {
                 latest.push((turn.turn_index, seq));
             }
         }
+        // Only a trainable turn's adapter matters to collection: it names what the turn trains.
+        let adapter = sampled
+            .adapter
+            .filter(|_| turn.trainable)
+            .map(str::to_owned);
         self.notify(CollectEvent::Turn {
             seq,
             turn: Box::new(turn),
+            adapter,
         });
         Ok(seq)
     }

@@ -386,10 +386,13 @@ impl SessionTracker {
         let matched = (0..keys.len().saturating_sub(1))
             .rev()
             .find_map(|k| self.histories.get(&keys[k]).map(|c| (c.clone(), k + 1)));
-        let explicit = hints
-            .session_id
-            .clone()
-            .or_else(|| self.id_in_prompt(messages));
+        let explicit = hints.session_id.clone().or_else(|| {
+            let id = self.id_in_prompt(messages)?;
+            Some(match &hints.scope {
+                Some(user) => user_session_id(user, &id),
+                None => id,
+            })
+        });
         let (session_id, new_session) = match (&explicit, &matched) {
             (Some(id), _) => (id.clone(), !self.sessions.contains_key(id)),
             (None, Some((c, _))) if self.sessions.contains_key(&c.session_id) => {
@@ -599,6 +602,19 @@ impl SessionTracker {
             .filter_map(|id| self.close(id, "idle"))
             .collect()
     }
+}
+
+/// The session id a user's request gets for an id its client chose (`--adapters per-user`):
+/// `<user>@<id>`, so two users who name the same id keep a session each (and neither's reply
+/// becomes the other's next state). A user's name has no `@`, so the prefix says whose it is.
+pub fn user_session_id(user: &str, id: &str) -> String {
+    if id
+        .strip_prefix(user)
+        .is_some_and(|rest| rest.starts_with('@'))
+    {
+        return id.to_string();
+    }
+    format!("{user}@{id}")
 }
 
 /// Valid session ids: printable, no path tricks.
@@ -1164,5 +1180,29 @@ mod tests {
         t.on_response(&c, &msgs(&m1), &msg(&reply), now);
         let (c2, _) = t.on_request(&none(), &msgs(&m2), now);
         assert_eq!(c2.session_id, c.session_id);
+    }
+
+    #[test]
+    fn an_id_a_users_prompt_names_is_that_users_own() {
+        let mut t = SessionTracker::new(TrackerOptions {
+            id_pattern: Some(regex::Regex::new(r"session:(\S+)").unwrap()),
+            ..tracker(10).opts
+        });
+        let now = Instant::now();
+        let m = vec![json!({"role": "system", "content": "session:room-7"})];
+        let scoped = |u: &str| SessionHints {
+            scope: Some(u.into()),
+            ..none()
+        };
+        let (a, _) = t.on_request(&scoped("alice"), &msgs(&m), now);
+        let (b, _) = t.on_request(&scoped("bob"), &msgs(&m), now);
+        assert_eq!(
+            (a.session_id.as_str(), b.session_id.as_str()),
+            ("alice@room-7", "bob@room-7")
+        );
+        let (c, _) = t.on_request(&none(), &msgs(&m), now);
+        assert_eq!(c.session_id, "room-7");
+        assert_eq!(user_session_id("alice", "alice@x"), "alice@x");
+        assert_eq!(user_session_id("bob", "alice@x"), "bob@alice@x");
     }
 }

@@ -45,9 +45,9 @@ pub struct Answer<'a> {
     /// The grammar the reply was decoded under (structured outputs), by kind: the logprobs
     /// are then the masked distribution's, and the turn is not trained on.
     pub constraint: Option<&'static str>,
-    /// The LoRA adapter the reply was sampled with (`--lora-modules`): the turn is then that
-    /// adapter's, not the shared policy's, and is recorded as not trainable (nothing trains
-    /// an adapter yet).
+    /// The LoRA adapter the reply was sampled with (`--lora-modules`, or the user's under
+    /// `--adapters per-user`): the turn is then that adapter's, not the shared policy's, and
+    /// trains only that adapter ([`AdapterTurns`]).
     pub adapter: Option<&'a str>,
     /// The id the client got (`chatcmpl-...`), by which it may give feedback.
     pub completion_id: &'a str,
@@ -228,6 +228,21 @@ pub struct TurnDesk {
     pub record_turns: bool,
     /// The turns recorded since the start, for feedback to name.
     pub recent: Mutex<RecentTurns>,
+    /// What becomes of a turn an adapter answered.
+    pub adapter_turns: AdapterTurns,
+}
+
+/// What becomes of a turn a LoRA adapter answered: its logprobs are the adapter's, so it can
+/// train that adapter but never the shared policy.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AdapterTurns {
+    /// Recorded and never trained (`serve`, `--lora-modules`).
+    #[default]
+    Kept,
+    /// Trained into the adapter that answered it (`run --adapters per-user`); a turn the base
+    /// answered for no user is then kept and not trained, since the base under every adapter
+    /// stays as it is.
+    Trained,
 }
 
 impl TurnDesk {
@@ -311,7 +326,10 @@ impl TurnDesk {
             // so the turn is kept (and its successor's next state) but not trained on.
             trainable: assignment.turn_type == TurnType::Main
                 && answer.constraint.is_none()
-                && answer.adapter.is_none(),
+                && match self.adapter_turns {
+                    AdapterTurns::Kept => answer.adapter.is_none(),
+                    AdapterTurns::Trained => answer.adapter.is_some(),
+                },
         };
         let trainable = turn.trainable;
         let recorded = self
@@ -400,7 +418,7 @@ impl TurnDesk {
             let (seq, trainable, given) = (kept.seq, kept.trainable, kept.given);
             if !trainable {
                 return Err(FeedbackError::NotTrainable(format!(
-                    "turn {turn_index} of session `{session_id}` is not trained on (a side turn, a reply decoded under a grammar, or one an adapter answered)"
+                    "turn {turn_index} of session `{session_id}` is not trained on (a side turn, a reply decoded under a grammar, one a named adapter answered, or one no user's adapter answered while each user's adapter trains)"
                 )));
             }
             if given {

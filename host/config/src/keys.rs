@@ -287,7 +287,7 @@ pub const KEYS: &[KeySpec] = &[
         "\"\"",
         &[],
         "adapters-dir",
-        "with --adapters per-user: one PEFT directory per user (DIR/<user>/), loaded when the user first asks and again when it changes",
+        "with --adapters per-user: one PEFT directory per user (DIR/<user>/), loaded when the user first asks and again when it changes; `run` trains them there (DIR/.trained/<user>/checkpoint-N, DIR/<user> a link to the latest)",
     ),
     key(
         "user_keys_file",
@@ -303,7 +303,7 @@ pub const KEYS: &[KeySpec] = &[
         "32",
         &[],
         "max-adapters-in-memory",
-        "with --adapters per-user: adapters held in memory at most (the least recently used go first)",
+        "with --adapters per-user: adapters held in memory at most, for serving and, under `run`, for training each (the least recently used go first; the rest are on disk)",
     ),
     key(
         "enable_rl_intercept",
@@ -649,6 +649,14 @@ pub const KEYS: &[KeySpec] = &[
         &["OPENCLAW_SIMULATE_REQUESTS"],
         "simulate-requests",
         "share of the simulated users' requests that ask for a style in so many words (markdown with a numbered list, or plain text)",
+    ),
+    key(
+        "simulate_preferences",
+        Str,
+        "\"plain\"",
+        &["OPENCLAW_SIMULATE_PREFERENCES"],
+        "simulate-preferences",
+        "what the simulated users prefer: plain, markdown, or plain,markdown (two groups taking turns; each group is a user, named by X-User-Id, as --adapters per-user answers them)",
     ),
     key(
         "max_tokens_per_batch",

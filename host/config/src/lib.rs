@@ -97,6 +97,8 @@ pub struct RunConfig {
     pub simulate_users: u32,
     /// Share of simulated requests with an explicit style instruction.
     pub simulate_requests: f64,
+    /// What the simulated users prefer, one group per style.
+    pub simulate_preferences: String,
     pub env: String,
     pub env_config: String,
     pub tools_config: String,
@@ -288,6 +290,17 @@ const RULES: &[Rule] = &[
     }),
     ("max_adapters_in_memory", |c| {
         (c.max_adapters_in_memory == 0).then(|| "must be at least 1".into())
+    }),
+    ("simulate_preferences", |c| {
+        let styles: Vec<&str> = c.simulate_preferences.split(',').map(str::trim).collect();
+        let known = styles.iter().all(|s| ["plain", "markdown"].contains(s));
+        let distinct = styles
+            .iter()
+            .collect::<std::collections::HashSet<_>>()
+            .len()
+            == styles.len();
+        (!known || !distinct)
+            .then(|| "must be plain, markdown, or both, comma-separated, each once".into())
     }),
     ("simulate_requests", |c| {
         (!(0.0..=1.0).contains(&c.simulate_requests)).then(|| "must be in [0, 1]".into())

@@ -131,7 +131,9 @@ impl<B: Backend> AdapterWeights<B> {
 pub struct ServedAdapter<B: Backend> {
     /// Whose it is (a user's id).
     pub name: Arc<str>,
-    /// Its weight version (each training step that publishes it adds one).
+    /// Its weight version: one more than the last for each new publication, and at least the
+    /// training step its directory's `trainer_state.json` names (a checkpoint of a trainer),
+    /// so versions go on across restarts; loading the same file again keeps its version.
     pub version: u64,
     /// The factors.
     pub weights: AdapterWeights<B>,
@@ -148,9 +150,10 @@ pub struct ServedAdapter<B: Backend> {
 #[derive(Debug)]
 pub struct AdapterStore<B: Backend> {
     adapters: std::sync::RwLock<std::collections::BTreeMap<Arc<str>, Held<B>>>,
-    /// Each name's last version, kept after its adapter is evicted: a version is never given
-    /// twice to one name (the prefix cache keys prompts by it).
-    versions: std::sync::Mutex<std::collections::HashMap<Arc<str>, u64>>,
+    /// Each name's last version and the weights file it was loaded from, kept after its
+    /// adapter is evicted: a version is never given to two weights of one name (the prefix
+    /// cache keys prompts by it).
+    versions: std::sync::Mutex<std::collections::HashMap<Arc<str>, LastVersion>>,
     dir: Option<DirSource<B>>,
     clock: std::sync::atomic::AtomicU64,
 }
@@ -158,9 +161,38 @@ pub struct AdapterStore<B: Backend> {
 #[derive(Debug)]
 struct Held<B: Backend> {
     adapter: Arc<ServedAdapter<B>>,
-    /// The weights file's modification time when it was loaded (directory stores).
-    loaded: Option<std::time::SystemTime>,
+    /// Which weights file it was loaded from (directory stores).
+    loaded: Option<Loaded>,
     last_used: std::sync::atomic::AtomicU64,
+}
+
+/// A name's last version and the file it was loaded from (none: published in memory).
+type LastVersion = (u64, Option<Loaded>);
+
+/// Which weights file an adapter was loaded from: the file its directory resolved to and that
+/// file's modification time (a trainer's directory is a link that moves to each new
+/// checkpoint, so the path tells versions apart even within one clock tick).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Loaded {
+    file: std::path::PathBuf,
+    modified: std::time::SystemTime,
+}
+
+impl Loaded {
+    /// The weights file of adapter directory `dir` as it stands now; `None` when there is none.
+    fn of(dir: &std::path::Path) -> Option<Loaded> {
+        let file = std::fs::canonicalize(dir.join(lora::ADAPTER_FILE)).ok()?;
+        let modified = std::fs::metadata(&file).and_then(|m| m.modified()).ok()?;
+        Some(Loaded { file, modified })
+    }
+}
+
+/// The training step a trainer's checkpoint in `dir` names (`trainer_state.json`'s
+/// `state.step`); `None` for a plain PEFT directory.
+fn trained_step(dir: &std::path::Path) -> Option<u64> {
+    let text = std::fs::read_to_string(dir.join("trainer_state.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    v["state"]["step"].as_u64()
 }
 
 #[derive(Debug)]
@@ -228,23 +260,29 @@ impl<B: Backend> AdapterStore<B> {
     /// Makes `weights` adapter `name`'s current version; returns that version (1 for a new
     /// name, one more than the last for a name seen before, even one evicted since).
     pub fn publish(&self, name: &str, weights: AdapterWeights<B>) -> u64 {
-        self.put(name, weights, None).version
+        self.put(name, weights, None, None).version
     }
 
-    /// Holds `weights` as `name`'s next version (evicting beyond the cap) and returns it.
+    /// Holds `weights` as `name`'s next version (evicting beyond the cap) and returns it: the
+    /// version it had when the same file was loaded before, else one more than the last and at
+    /// least `step`.
     fn put(
         &self,
         name: &str,
         weights: AdapterWeights<B>,
-        loaded: Option<std::time::SystemTime>,
+        loaded: Option<Loaded>,
+        step: Option<u64>,
     ) -> Arc<ServedAdapter<B>> {
         let mut map = self.adapters.write().unwrap_or_else(|e| e.into_inner());
         let name: Arc<str> = name.into();
         let version = {
             let mut versions = self.versions.lock().unwrap_or_else(|e| e.into_inner());
-            let v = versions.entry(name.clone()).or_insert(0);
-            *v += 1;
-            *v
+            let (last, from) = versions.entry(name.clone()).or_insert((0, None));
+            if loaded.is_none() || *from != loaded {
+                *last = (*last + 1).max(step.unwrap_or(0));
+                from.clone_from(&loaded);
+            }
+            *last
         };
         let adapter = Arc::new(ServedAdapter {
             name: name.clone(),
@@ -290,9 +328,7 @@ impl<B: Backend> AdapterStore<B> {
             bail!("`{name}` cannot name an adapter");
         }
         let dir = src.dir.join(name);
-        let stamp = std::fs::metadata(dir.join(lora::ADAPTER_FILE))
-            .and_then(|m| m.modified())
-            .ok();
+        let stamp = Loaded::of(&dir);
         {
             let map = self.adapters.read().unwrap_or_else(|e| e.into_inner());
             if let Some(h) = map.get(name) {
@@ -306,9 +342,16 @@ impl<B: Backend> AdapterStore<B> {
         if stamp.is_none() {
             return Ok(None);
         }
-        let weights = AdapterWeights::read(&src.base, &dir)
+        // Read through the file the stamp names: the link may move on meanwhile, and then the
+        // next request loads the newer one.
+        let from = stamp
+            .as_ref()
+            .and_then(|s| s.file.parent())
+            .map_or(dir.clone(), |d| d.to_path_buf());
+        let weights = AdapterWeights::read(&src.base, &from)
             .with_context(|| format!("adapter `{name}` in {}", dir.display()))?;
-        Ok(Some(self.put(name, weights, stamp)))
+        let step = trained_step(&from);
+        Ok(Some(self.put(name, weights, stamp, step)))
     }
 
     /// Adapters held in memory now.
@@ -606,10 +649,11 @@ mod tests {
         );
         let bob = store.get("bob").unwrap().unwrap();
         assert_eq!((store.held(), store.names()), (1, vec![Arc::from("bob")]));
-        // Alice was evicted but her holder still has her; asked again she is loaded again,
-        // under a version she never had (prompts cached for the old one are never reused).
+        // Alice was evicted but her holder still has her; asked again she is loaded again
+        // from the same file, under the same version (the same weights: prompts cached for
+        // them still hold).
         assert_eq!(alice.name.as_ref(), "alice");
-        assert_eq!(store.get("alice").unwrap().unwrap().version, 2);
+        assert_eq!(store.get("alice").unwrap().unwrap().version, 1);
         // A newer file is the next version, whether bob was evicted meanwhile or held.
         std::thread::sleep(std::time::Duration::from_millis(20));
         save("bob", 3);
@@ -623,6 +667,15 @@ mod tests {
             3,
             "held and changed: next version"
         );
+        // A trainer's checkpoint names its step: the version is at least that, so versions
+        // go on across restarts of the server.
+        save("carol", 5);
+        std::fs::write(
+            tmp.path().join("carol/trainer_state.json"),
+            r#"{"format": 1, "state": {"step": 40, "weight_version": 0, "data_position": 9}}"#,
+        )
+        .unwrap();
+        assert_eq!(store.get("carol").unwrap().unwrap().version, 40);
     }
 
     /// An adapter served in a view computes what the same adapter attached to the model does.

@@ -123,6 +123,7 @@ impl FeedbackRule {
             turn_seq,
             request: score_request(turn, closed, judge),
             feedback: Some(GivenFeedback { feedback, apply }),
+            adapter: None,
         }
     }
 }

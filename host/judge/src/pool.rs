@@ -24,6 +24,9 @@ pub struct JudgeJob {
     /// A user's explicit feedback on the turn, and how it meets the reward plugin
     /// ([`crate::FeedbackRule::job`]).
     pub feedback: Option<crate::feedback::GivenFeedback>,
+    /// The user adapter that answered the turn, when that adapter trains on it
+    /// (`run --adapters per-user`): its sample trains that adapter, not the shared policy.
+    pub adapter: Option<String>,
 }
 
 /// What became of a job.

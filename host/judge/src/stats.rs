@@ -11,8 +11,14 @@ use std::sync::{Arc, Mutex};
 /// Steps between two warnings of the same kind.
 pub const WARN_EVERY: u64 = 10;
 
-/// Fewest turns (or votes) a window needs before a share in it is worth a warning.
+/// Fewest votes a window needs before a share of them is worth a warning.
 const MIN_WINDOW: u64 = 4;
+
+/// Fewest turns a window needs before a share of them is worth a warning. A session's closing
+/// turn has no next state, so about half the turns lack one, and their verdicts come in bursts
+/// as sessions end: windows of a few turns between frequent steps (one adapter per user) drop
+/// below a fifth by chance.
+const MIN_TURNS: u64 = 16;
 
 /// Counts since the last step.
 #[derive(Default, Clone, Debug)]
@@ -122,7 +128,7 @@ impl JudgeWindow {
         let mut out = Vec::new();
         let turns = self.judged_turns;
         let valid = (self.votes as f64 * (1.0 - self.unparseable_share)).round() as u64;
-        if turns >= MIN_WINDOW && self.next_state_share < 0.2 {
+        if turns >= MIN_TURNS && self.next_state_share < 0.2 {
             out.push((
                 "next_state",
                 format!(
@@ -159,7 +165,7 @@ impl JudgeWindow {
                 ),
             ));
         }
-        if turns >= MIN_WINDOW && self.trainable_share < 0.1 && out.is_empty() {
+        if turns >= MIN_TURNS && self.trainable_share < 0.1 && out.is_empty() {
             out.push((
                 "trainable",
                 format!(
@@ -350,9 +356,10 @@ mod tests {
         assert!(kinds(1, &[healthy.clone(), healthy.clone(), healthy].concat()).is_empty());
         // Sessions that end without a next state.
         assert_eq!(
-            kinds(2, &vec![(false, score(0.0, &[], 0)); 8]),
+            kinds(2, &vec![(false, score(0.0, &[], 0)); 16]),
             ["next_state"]
         );
+        assert!(kinds(2, &vec![(false, score(0.0, &[], 0)); 15]).is_empty());
         // A judge that does not write \boxed{}.
         let garbled = vec![(true, score(0.0, &[], 3)); 4];
         assert_eq!(kinds(3, &garbled), ["unparseable"]);
@@ -368,9 +375,10 @@ mod tests {
                     ..score(1.0, &[1.0], 0)
                 }
             );
-            10
+            20
         ];
         few[0].1.trainable = true;
+        few[1].1.trainable = true;
         assert!(kinds(5, &few).is_empty(), "10% trainable is not below 10%");
         few[0].1.trainable = false;
         assert_eq!(kinds(6, &few), ["trainable"]);

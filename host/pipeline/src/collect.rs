@@ -21,10 +21,13 @@ pub struct CollectionOptions {
     pub feedback: FeedbackRule,
 }
 
+/// A turn waiting for its next state: its sequence number, the turn and the adapter it trains.
+type Pending = (u64, Turn, Option<String>);
+
 /// The collection loop's state.
 pub struct Collection {
     opts: CollectionOptions,
-    pending: HashMap<(String, u32), (u64, Turn)>,
+    pending: HashMap<(String, u32), Pending>,
     metrics: Arc<Metrics>,
 }
 
@@ -43,30 +46,34 @@ impl Collection {
         self.pending.len()
     }
 
-    /// Adds a turn found waiting by replay.
-    pub fn restore(&mut self, seq: u64, turn: Turn) {
-        self.pending
-            .insert((turn.session_id.to_string(), turn.turn_index), (seq, turn));
+    /// Adds a turn found waiting by replay, with the adapter it trains.
+    pub fn restore(&mut self, seq: u64, turn: Turn, adapter: Option<String>) {
+        self.pending.insert(
+            (turn.session_id.to_string(), turn.turn_index),
+            (seq, turn, adapter),
+        );
     }
 
     /// Handles one event; returns the jobs it makes ready.
     pub fn on_event(&mut self, ev: CollectEvent) -> Vec<JudgeJob> {
         let mut ready = Vec::new();
         match ev {
-            CollectEvent::Turn { seq, turn } => {
+            CollectEvent::Turn { seq, turn, adapter } => {
                 if turn.turn_type == TurnType::Main && turn.trainable {
-                    self.pending
-                        .insert((turn.session_id.to_string(), turn.turn_index), (seq, *turn));
+                    self.pending.insert(
+                        (turn.session_id.to_string(), turn.turn_index),
+                        (seq, *turn, adapter),
+                    );
                     if self.pending.len() > self.opts.max_pending {
                         // The oldest turn is judged as if its session had ended, so the table
                         // stays bounded and nothing recorded is forgotten.
                         let oldest = self
                             .pending
                             .iter()
-                            .min_by_key(|(_, (s, _))| *s)
+                            .min_by_key(|(_, (s, _, _))| *s)
                             .map(|(k, _)| k.clone())
                             .expect("the table is not empty");
-                        let (seq, turn) = self.pending.remove(&oldest).expect("present");
+                        let (seq, turn, adapter) = self.pending.remove(&oldest).expect("present");
                         self.metrics
                             .queue_overflow
                             .get_or_create(&Metrics::label("queue", "pending_turns"))
@@ -75,6 +82,7 @@ impl Collection {
                             turn_seq: seq,
                             request: score_request(turn, true, &self.opts.judge),
                             feedback: None,
+                            adapter,
                         });
                     }
                 }
@@ -84,12 +92,15 @@ impl Collection {
                 turn_index,
                 next_state,
             } => {
-                if let Some((seq, mut turn)) = self.pending.remove(&(session_id, turn_index)) {
+                if let Some((seq, mut turn, adapter)) =
+                    self.pending.remove(&(session_id, turn_index))
+                {
                     turn.next_state = Some(next_state).into();
                     ready.push(JudgeJob {
                         turn_seq: seq,
                         request: score_request(turn, false, &self.opts.judge),
                         feedback: None,
+                        adapter,
                     });
                 }
             }
@@ -104,13 +115,16 @@ impl Collection {
                 // in the judge pool's queue) keeps its verdict.
                 let waiting = self.pending.remove(&(session_id, turn_index));
                 let _ = reply.try_send(waiting.is_some());
-                if let Some((seq, turn)) = waiting {
-                    ready.push(self.opts.feedback.job(
-                        seq,
-                        turn,
-                        Feedback { reward, text },
-                        &self.opts.judge,
-                    ));
+                if let Some((seq, turn, adapter)) = waiting {
+                    ready.push(JudgeJob {
+                        adapter,
+                        ..self.opts.feedback.job(
+                            seq,
+                            turn,
+                            Feedback { reward, text },
+                            &self.opts.judge,
+                        )
+                    });
                 }
             }
             CollectEvent::Closed {
@@ -118,11 +132,14 @@ impl Collection {
                 open_turns,
             } => {
                 for i in open_turns {
-                    if let Some((seq, turn)) = self.pending.remove(&(session_id.clone(), i)) {
+                    if let Some((seq, turn, adapter)) =
+                        self.pending.remove(&(session_id.clone(), i))
+                    {
                         ready.push(JudgeJob {
                             turn_seq: seq,
                             request: score_request(turn, true, &self.opts.judge),
                             feedback: None,
+                            adapter,
                         });
                     }
                 }
@@ -200,7 +217,8 @@ mod tests {
         assert!(c
             .on_event(CollectEvent::Turn {
                 seq: 1,
-                turn: turn("s", 0, true)
+                turn: turn("s", 0, true),
+                adapter: None,
             })
             .is_empty());
         let jobs = c.on_event(next("s", 0, "thanks"));
@@ -223,11 +241,13 @@ mod tests {
         c.on_event(CollectEvent::Turn {
             seq: 1,
             turn: turn("s", 0, false),
+            adapter: None,
         });
         assert_eq!(c.pending(), 0);
         c.on_event(CollectEvent::Turn {
             seq: 2,
             turn: turn("s", 1, true),
+            adapter: None,
         });
         let jobs = c.on_event(CollectEvent::Closed {
             session_id: "s".into(),
@@ -246,6 +266,7 @@ mod tests {
             flushed.extend(c.on_event(CollectEvent::Turn {
                 seq,
                 turn: turn(s, 0, true),
+                adapter: None,
             }));
         }
         assert_eq!(c.pending(), 2);

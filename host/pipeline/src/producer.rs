@@ -142,19 +142,25 @@ impl Producer for Replayed {
             sinks.samples.forward_recorded(seq, s)?;
         }
         gate.open();
-        for (seq, turn, score) in plan.to_sample {
-            sinks.samples.resume_judged(seq, &turn, &score)?;
+        for (seq, turn, score, adapter) in plan.to_sample {
+            sinks
+                .samples
+                .resume_judged(seq, &turn, &score, adapter.as_deref())?;
         }
-        for (seq, turn, closed, feedback) in plan.to_judge {
+        for (seq, turn, closed, feedback, adapter) in plan.to_judge {
             if stop.load(Ordering::SeqCst) {
                 return Ok(());
             }
             let job = match feedback {
-                Some(f) => sinks.feedback.job(seq, turn, f, &sinks.settings),
+                Some(f) => JudgeJob {
+                    adapter,
+                    ..sinks.feedback.job(seq, turn, f, &sinks.settings)
+                },
                 None => JudgeJob {
                     turn_seq: seq,
                     request: score_request(turn, closed, &sinks.settings),
                     feedback: None,
+                    adapter,
                 },
             };
             sinks.judge.submit(job).map_err(|e| anyhow!(e))?;

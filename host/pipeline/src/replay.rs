@@ -11,17 +11,22 @@ use openclaw_plugin_api::{NextState, Score, TrainingSample, Turn, TurnType};
 use std::collections::BTreeMap;
 use std::collections::{HashMap, HashSet};
 
+/// A turn to judge: its sequence number, the turn with its next state if any, whether its
+/// session closed, the user's first feedback when they gave one, the user adapter it trains.
+pub type ToJudge = (u64, Turn, bool, Option<Feedback>, Option<String>);
+
 /// The unfinished work found in the buffer.
 #[derive(Debug, Default)]
 pub struct ReplayPlan {
     /// Recorded samples the checkpoint did not consume, in buffer order.
     pub to_train: Vec<(u64, TrainingSample)>,
     /// Turns judged trainable whose sample was never written: (turn's sequence number, turn,
-    /// verdict).
-    pub to_sample: Vec<(u64, Turn, Score)>,
+    /// verdict, the user adapter it trains).
+    pub to_sample: Vec<(u64, Turn, Score, Option<String>)>,
     /// Turns to judge: (turn's sequence number, turn with its next state if any, session
-    /// closed or not, the user's first feedback when they gave one).
-    pub to_judge: Vec<(u64, Turn, bool, Option<Feedback>)>,
+    /// closed or not, the user's first feedback when they gave one, the user adapter it
+    /// trains).
+    pub to_judge: Vec<ToJudge>,
     /// Samples the checkpoint had consumed (skipped).
     pub already_trained: usize,
     /// Environment episode groups left unfinished.
@@ -70,7 +75,7 @@ pub type Key = (String, u32);
 /// samples join their turn by its sequence number ([`TurnRefs`]), so a session id and turn
 /// index that recur across restarts never lend one turn's verdict to another.
 pub fn replay(records: &[Envelope], consumed: &ConsumedState) -> ReplayPlan {
-    let mut turns: Vec<(u64, Turn)> = Vec::new();
+    let mut turns: Vec<(u64, Turn, Option<String>)> = Vec::new();
     let mut refs = TurnRefs::default();
     let mut next: HashMap<u64, NextState> = HashMap::new();
     let mut judged: HashMap<u64, Score> = HashMap::new();
@@ -81,10 +86,14 @@ pub fn replay(records: &[Envelope], consumed: &ConsumedState) -> ReplayPlan {
     let mut plan = ReplayPlan::default();
     let mut groups: BTreeMap<u64, PendingGroup> = BTreeMap::new();
     for e in records {
+        let adapter = match &e.record {
+            Record::Turn { adapter, .. } => adapter.clone(),
+            _ => None,
+        };
         let record = match refs.join(e) {
             Joined::Turn { seq, turn } => {
                 if turn.turn_type == TurnType::Main && turn.trainable {
-                    turns.push((seq, turn.clone()));
+                    turns.push((seq, turn.clone(), adapter));
                 }
                 continue;
             }
@@ -129,7 +138,8 @@ pub fn replay(records: &[Envelope], consumed: &ConsumedState) -> ReplayPlan {
                 if turn_seq.is_none() {
                     sampled.insert((sample.session_id.to_string(), sample.turn_index));
                 }
-                if e.seq > consumed.consumed_through {
+                let adapter = super::samples::adapter_of(sample);
+                if e.seq > consumed.through(adapter.as_deref()) {
                     plan.to_train.push((e.seq, (**sample).clone()));
                 } else {
                     plan.already_trained += 1;
@@ -188,20 +198,20 @@ pub fn replay(records: &[Envelope], consumed: &ConsumedState) -> ReplayPlan {
             plan.episodes.groups.push(g);
         }
     }
-    for (seq, mut turn) in turns {
+    for (seq, mut turn, adapter) in turns {
         if let Some(ns) = next.remove(&seq) {
             turn.next_state = Some(ns).into();
         }
         match judged.get(&seq) {
             Some(score) => {
                 if score.trainable && !sampled_turns.contains(&seq) {
-                    plan.to_sample.push((seq, turn, score.clone()));
+                    plan.to_sample.push((seq, turn, score.clone(), adapter));
                 }
             }
             None => {
                 let closed = turn.next_state.is_none();
                 let given = feedback.remove(&seq);
-                plan.to_judge.push((seq, turn, closed, given));
+                plan.to_judge.push((seq, turn, closed, given, adapter));
             }
         }
     }
@@ -326,7 +336,7 @@ mod tests {
         let judge: Vec<(&str, bool, bool)> = plan
             .to_judge
             .iter()
-            .map(|(_, t, closed, _)| (t.session_id.as_str(), t.next_state.is_some(), *closed))
+            .map(|(_, t, closed, ..)| (t.session_id.as_str(), t.next_state.is_some(), *closed))
             .collect();
         assert_eq!(judge, vec![("d", true, false), ("e", false, true)]);
     }

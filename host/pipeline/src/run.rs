@@ -283,6 +283,7 @@ where
                 .consumed_through
                 .max(session.trainer.state().data_position),
             data: Some(file.clone()),
+            adapters: Default::default(),
         };
         let resumed = resumed(&session, &consumed);
         if let Some(r) = &resumed {
@@ -296,6 +297,7 @@ where
             to_train,
         })];
         let train_loop = TrainLoop {
+            users: None,
             session,
             loss,
             weights: None,

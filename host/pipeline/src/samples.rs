@@ -33,6 +33,27 @@ pub fn group_of(turn: &Turn) -> u64 {
     h.finish()
 }
 
+/// The user adapter a sample trains (`run --adapters per-user`), named in its metadata so the
+/// recorded sample says it too; `None`: it trains the shared policy.
+pub fn adapter_of(sample: &TrainingSample) -> Option<String> {
+    if !sample.metadata_json.contains("\"adapter\"") {
+        return None;
+    }
+    let meta: serde_json::Value = serde_json::from_str(&sample.metadata_json).ok()?;
+    meta.get("adapter")?.as_str().map(str::to_owned)
+}
+
+/// Names the user adapter `sample` trains in its metadata.
+pub fn set_adapter(sample: &mut TrainingSample, adapter: &str) {
+    let mut meta: serde_json::Value =
+        serde_json::from_str(&sample.metadata_json).unwrap_or_else(|_| serde_json::json!({}));
+    if !meta.is_object() {
+        meta = serde_json::json!({});
+    }
+    meta["adapter"] = adapter.into();
+    sample.metadata_json = meta.to_string().into();
+}
+
 impl SampleMaker {
     /// Writes to `log`, hands samples to `to_train` (waiting while it is full).
     pub fn new(log: Arc<Log>, to_train: SyncSender<QueuedSample>) -> Self {
@@ -41,6 +62,14 @@ impl SampleMaker {
             to_train: Mutex::new(to_train),
             stats: None,
         }
+    }
+
+    /// The queue to training, held so that what is appended meanwhile is handed over in
+    /// buffer order.
+    fn queue(&self) -> Result<std::sync::MutexGuard<'_, SyncSender<QueuedSample>>> {
+        self.to_train
+            .lock()
+            .map_err(|_| anyhow::anyhow!("the sample queue lock is poisoned"))
     }
 
     /// Counts each new verdict in `stats` as well.
@@ -52,12 +81,15 @@ impl SampleMaker {
     }
 
     /// Records a verdict on `turn` (recorded under `turn_seq`); returns the sample's sequence
-    /// number when it trains.
-    pub fn record(&self, turn_seq: u64, turn: &Turn, score: &Score) -> Result<Option<u64>> {
-        let tx = self
-            .to_train
-            .lock()
-            .map_err(|_| anyhow::anyhow!("the sample queue lock is poisoned"))?;
+    /// number when it trains. A turn a user's adapter answered trains that `adapter`.
+    pub fn record(
+        &self,
+        turn_seq: u64,
+        turn: &Turn,
+        score: &Score,
+        adapter: Option<&str>,
+    ) -> Result<Option<u64>> {
+        let tx = self.queue()?;
         self.log.append(&Record::Judgement {
             session_id: turn.session_id.to_string(),
             turn_index: turn.turn_index,
@@ -70,19 +102,22 @@ impl SampleMaker {
         if !score.trainable {
             return Ok(None);
         }
-        Ok(Some(self.forward_new(&tx, turn_seq, turn, score)?))
+        Ok(Some(self.forward_new(&tx, turn_seq, turn, score, adapter)?))
     }
 
     /// Records the sample of a turn judged before a restart whose sample was never written.
-    pub fn resume_judged(&self, turn_seq: u64, turn: &Turn, score: &Score) -> Result<Option<u64>> {
+    pub fn resume_judged(
+        &self,
+        turn_seq: u64,
+        turn: &Turn,
+        score: &Score,
+        adapter: Option<&str>,
+    ) -> Result<Option<u64>> {
         if !score.trainable {
             return Ok(None);
         }
-        let tx = self
-            .to_train
-            .lock()
-            .map_err(|_| anyhow::anyhow!("the sample queue lock is poisoned"))?;
-        Ok(Some(self.forward_new(&tx, turn_seq, turn, score)?))
+        let tx = self.queue()?;
+        Ok(Some(self.forward_new(&tx, turn_seq, turn, score, adapter)?))
     }
 
     fn forward_new(
@@ -91,8 +126,12 @@ impl SampleMaker {
         turn_seq: u64,
         turn: &Turn,
         score: &Score,
+        adapter: Option<&str>,
     ) -> Result<u64> {
-        let sample = sample_from(turn, score, group_of(turn));
+        let mut sample = sample_from(turn, score, group_of(turn));
+        if let Some(a) = adapter {
+            set_adapter(&mut sample, a);
+        }
         let seq = self.log.append(&Record::Sample {
             sample: Box::new(sample.clone()),
             turn_seq: Some(turn_seq),
@@ -109,10 +148,7 @@ impl SampleMaker {
     /// sequence numbers, or `None` when training has stopped (every sample is recorded all the
     /// same: the next start trains them); an error when one cannot be recorded.
     pub fn record_samples(&self, samples: Vec<TrainingSample>) -> Result<Option<Vec<u64>>> {
-        let tx = self
-            .to_train
-            .lock()
-            .map_err(|_| anyhow::anyhow!("the sample queue lock is poisoned"))?;
+        let tx = self.queue()?;
         let mut seqs = Vec::with_capacity(samples.len());
         let mut stopped = false;
         for sample in samples {
@@ -135,10 +171,7 @@ impl SampleMaker {
 
     /// Hands an already recorded sample (found by replay) to training.
     pub fn forward_recorded(&self, seq: u64, sample: TrainingSample) -> Result<()> {
-        let tx = self
-            .to_train
-            .lock()
-            .map_err(|_| anyhow::anyhow!("the sample queue lock is poisoned"))?;
+        let tx = self.queue()?;
         tx.send((seq, sample))
             .map_err(|_| anyhow::anyhow!("training has stopped"))
     }
@@ -149,7 +182,12 @@ impl SampleMaker {
         let turn = &outcome.job.request.turn;
         // Failures were logged and counted by the pool; the turn is skipped.
         if let Ok(score) = outcome.result {
-            if let Err(e) = self.record(outcome.job.turn_seq, turn, &score) {
+            if let Err(e) = self.record(
+                outcome.job.turn_seq,
+                turn,
+                &score,
+                outcome.job.adapter.as_deref(),
+            ) {
                 tracing::error!(
                     session = turn.session_id.as_str(),
                     turn = turn.turn_index,

@@ -127,16 +127,16 @@ where
         if !modules.is_empty() && sink.is_some() {
             bail!(
                 "--lora-modules: this run trains one shared policy, and would train it on replies \
-                 its adapters sampled; nothing trains an adapter yet, so serve adapters with `serve`"
+                 its adapters sampled; `run` trains users' own adapters (--adapters per-user), so \
+                 serve named adapters with `serve`"
             );
         }
         let per_user = cfg.adapters == "per-user";
-        if per_user && sink.is_some() {
-            bail!(
-                "--adapters per-user: this run trains one shared policy; nothing trains a user's \
-                 adapter yet, so serve per-user adapters with `serve`"
-            );
-        }
+        // Under `run`, each user's turns train their adapter; under `serve`, they are kept.
+        let adapter_turns = match per_user && sink.is_some() {
+            true => openclaw_collect::AdapterTurns::Trained,
+            false => openclaw_collect::AdapterTurns::Kept,
+        };
         let store = match per_user {
             true => openclaw_engine::adapters::AdapterStore::over_dir(
                 Path::new(&cfg.adapters_dir),
@@ -219,6 +219,7 @@ where
                 recorder,
                 record_turns: cfg.enable_rl_intercept,
                 recent: Default::default(),
+                adapter_turns,
             },
             metrics,
             admission: Arc::new(tokio::sync::Semaphore::new(

@@ -24,6 +24,7 @@ use super::samples::{QueuedSample, SampleMaker};
 use super::serving::Serving;
 use super::train_loop::{ConsumedState, TrainLoop, TrainLoopOptions};
 use super::{Collection, CollectionOptions};
+use crate::training::UserAdapters;
 use crate::training::{session_options, train_config, SessionOptions, TrainSession};
 use anyhow::{bail, Context, Result};
 use burn::prelude::Backend;
@@ -69,6 +70,12 @@ where
         let metrics = super::run::new_metrics(cfg)?;
         let (plan, train_config) = resolve(cfg, plugins)?;
         let env = open_environment(cfg)?;
+        if cfg.adapters == "per-user" && plan.made {
+            bail!(
+                "--adapters per-user trains each user's adapter on their live turns; samples \
+                 made by an environment or a rollout or generate plugin have no user"
+            );
+        }
         let restored = restore(cfg, train_config, placement)?;
         let mut served = serve(cfg, placement, plan.made, &restored, metrics.clone())?;
         let judged = judge(cfg, plugins, placement, &plan, &served, &metrics)?;
@@ -218,6 +225,8 @@ struct Restored<B: Backend> {
     session: TrainSession<B>,
     /// Which samples the checkpoint's training consumed.
     consumed: ConsumedState,
+    /// One adapter per user (`--adapters per-user`), where each stands.
+    users: Option<UserAdapters<B>>,
     resumed: Option<Resumed>,
     /// The model serving loads: the checkpoint of a resumed run, else `--model-path`.
     serve_path: String,
@@ -248,7 +257,24 @@ fn restore<B: Backend>(
         },
         &placement.train,
     )?;
-    let consumed = consumed_state(&session)?;
+    let mut consumed = consumed_state(&session)?;
+    let users = match cfg.adapters == "per-user" {
+        true => {
+            let dir = Path::new(&cfg.adapters_dir);
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("--adapters-dir: cannot create {}", dir.display()))?;
+            let users = UserAdapters::open(
+                dir,
+                session.trainer.model(),
+                session.trainer.config().clone(),
+                cfg.max_adapters_in_memory as usize,
+            )
+            .context("--adapters per-user")?;
+            consumed.adapters = users.consumed();
+            Some(users)
+        }
+        false => None,
+    };
     let resumed = resumed(&session, &consumed);
     let (serve_path, version) = match &resumed {
         Some(r) => (r.checkpoint.display().to_string(), r.weight_version),
@@ -257,6 +283,7 @@ fn restore<B: Backend>(
     Ok(Restored {
         session,
         consumed,
+        users,
         resumed,
         serve_path,
         version,
@@ -645,7 +672,12 @@ fn train<B: Backend>(
 where
     Model<B>: Send + Sync,
 {
+    let users = restored.users.map(|mut u| {
+        u.serve_with(served.engine.adapters.clone());
+        u
+    });
     TrainLoop {
+        users,
         session: restored.session,
         loss,
         weights: Some(served.engine.weights.clone()),

@@ -3,8 +3,8 @@
 //! the new weights published to serving every `--update-weights-interval` steps. Checkpoints
 //! record the last consumed sample's sequence number, so a restart trains nothing twice.
 
-use super::samples::QueuedSample;
-use crate::training::TrainSession;
+use super::samples::{adapter_of, QueuedSample};
+use crate::training::{TrainSession, UserAdapters};
 use anyhow::{bail, Result};
 use burn::prelude::Backend;
 use openclaw_engine::{Model, Published};
@@ -28,6 +28,20 @@ pub struct ConsumedState {
     /// files were recorded): a resumed run whose file changed would skip the wrong samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<DataFile>,
+    /// Per user adapter (`--adapters per-user`), the highest sample trained: each adapter's
+    /// own checkpoint records it ([`UserAdapters`]), not this file.
+    #[serde(skip)]
+    pub adapters: std::collections::BTreeMap<String, u64>,
+}
+
+impl ConsumedState {
+    /// Every sample of `adapter` (none: the shared policy) up to this one was consumed.
+    pub fn through(&self, adapter: Option<&str>) -> u64 {
+        match adapter {
+            None => self.consumed_through,
+            Some(a) => self.adapters.get(a).copied().unwrap_or(0),
+        }
+    }
 }
 
 /// Which data file a `train` checkpoint consumed, enough to tell that it changed.
@@ -96,6 +110,9 @@ pub struct StepEvent {
     pub sample_seqs: Vec<u64>,
     /// The checkpoint this step wrote, if it was due one.
     pub saved: Option<PathBuf>,
+    /// The user whose adapter the step trained (`--adapters per-user`); none: the shared
+    /// policy. `weight_version` is then the version serving gives that adapter.
+    pub adapter: Option<String>,
 }
 
 /// How a training loop ended.
@@ -125,6 +142,8 @@ pub struct TrainLoop<B: Backend> {
     pub metrics: Arc<Metrics>,
     /// What has been consumed.
     pub consumed: ConsumedState,
+    /// One adapter per user (`run --adapters per-user`), trained on their own samples.
+    pub users: Option<UserAdapters<B>>,
 }
 
 impl<B: Backend> TrainLoop<B> {
@@ -132,10 +151,24 @@ impl<B: Backend> TrainLoop<B> {
         serde_json::to_vec_pretty(&self.consumed).expect("plain data serialises")
     }
 
+    /// Steps taken in all: the shared policy's and every user adapter's.
+    fn steps_total(&self) -> u64 {
+        self.session.trainer.state().step + self.users.as_ref().map_or(0, |u| u.total_steps())
+    }
+
+    /// The weight version a queue's samples are measured against: the shared policy's, or the
+    /// version serving gives its user's adapter.
+    fn version_of(&self, adapter: Option<&str>) -> u64 {
+        match (adapter, &self.users) {
+            (Some(u), Some(users)) => users.progress(u).version,
+            _ => self.session.trainer.state().weight_version,
+        }
+    }
+
     /// Records the lag of each sample of a batch about to train (stale ones left it before,
     /// in [`Self::drop_stale`]).
-    fn observe_lag(&self, batch: &[QueuedSample]) {
-        let v = self.session.trainer.state().weight_version;
+    fn observe_lag(&self, batch: &[QueuedSample], adapter: Option<&str>) {
+        let v = self.version_of(adapter);
         for (_, s) in batch {
             let lag = v.saturating_sub(s.weight_version);
             self.metrics.sample_staleness.observe(lag as f64);
@@ -145,16 +178,44 @@ impl<B: Backend> TrainLoop<B> {
     /// Removes the samples over `max_staleness` from `ready` (none when stale samples train
     /// with the importance correction); how many. The lag of those kept is observed when their
     /// batch is taken, so each sample is counted once.
-    fn drop_stale(&self, ready: &mut Vec<QueuedSample>) -> usize {
+    fn drop_stale(&self, ready: &mut Vec<QueuedSample>, adapter: Option<&str>) -> usize {
         if self.opts.correct_stale {
             return 0;
         }
-        let v = self.session.trainer.state().weight_version;
+        let v = self.version_of(adapter);
         let before = ready.len();
         ready.retain(|(_, s)| v.saturating_sub(s.weight_version) <= self.opts.max_staleness);
         let dropped = before - ready.len();
         self.metrics.stale_dropped.inc_by(dropped as u64);
         dropped
+    }
+
+    /// Whether this run trains what a sample of `adapter` trains: the shared policy, unless
+    /// users' adapters are trained (the policy is then their frozen base); a user's adapter
+    /// only then.
+    fn trains(&self, adapter: Option<&str>) -> bool {
+        adapter.is_some() == self.users.is_some()
+    }
+
+    /// One step on `samples` of `adapter` (none: the shared policy), logged; the checkpoint of
+    /// a user's adapter the step wrote.
+    fn step(
+        &mut self,
+        adapter: Option<&str>,
+        samples: &mut [TrainingSample],
+        last_seq: u64,
+    ) -> Result<(StepReport, Option<PathBuf>)> {
+        let (Some(user), Some(users)) = (adapter, self.users.as_mut()) else {
+            return Ok((self.session.rl_step(samples, &self.loss)?, None));
+        };
+        let (mut report, saved) = users.step(user, samples, last_seq, &self.loss)?;
+        let own_step = report.step;
+        report.step = self.steps_total();
+        let mut fields = serde_json::Map::new();
+        fields.insert("adapter".into(), user.into());
+        fields.insert("adapter_step".into(), own_step.into());
+        self.session.log.record_with(&report, fields)?;
+        Ok((report, Some(saved)))
     }
 
     /// Trains until `stop` is set, the channel closes or `max_steps` is reached; calls
@@ -166,31 +227,54 @@ impl<B: Backend> TrainLoop<B> {
         mut on_step: impl FnMut(&StepEvent),
     ) -> Result<TrainSummary> {
         let mut checkpoint = None;
-        let mut ready: Vec<QueuedSample> = Vec::new();
-        let mut first_ready: Option<Instant> = None;
+        // Samples waiting, one queue per adapter trained (the shared policy's first), each in
+        // buffer order.
+        let mut queues: Vec<Queue> = Vec::new();
         let mut closed = false;
         let mut failed_in_a_row = 0u64;
         let mut failure = None;
         let mut poisoned = false;
         // Stale samples dropped since the last step, reported with the next one.
         let mut dropped_waiting = 0usize;
+        // Samples for what this run does not train, left in the buffer (said once).
+        let mut set_aside = 0u64;
         loop {
-            let done_steps =
-                self.opts.max_steps > 0 && self.session.trainer.state().step >= self.opts.max_steps;
+            let done_steps = self.opts.max_steps > 0 && self.steps_total() >= self.opts.max_steps;
             if stop.load(Ordering::SeqCst) || done_steps {
                 break;
             }
-            let (_, full) = next_batch(&ready, self.opts.batch);
-            let timed_out = first_ready.is_some_and(|t| t.elapsed() >= self.opts.batch_timeout)
-                && !ready.is_empty();
-            if !(full || timed_out || (closed && !ready.is_empty())) {
+            queues.retain(|q| !q.samples.is_empty());
+            let Some(qi) = due(&queues, self.opts.batch, self.opts.batch_timeout, closed) else {
                 if closed {
                     break;
                 }
                 match rx.recv_timeout(Duration::from_millis(50)) {
                     Ok(item) => {
-                        first_ready.get_or_insert_with(Instant::now);
-                        ready.push(item);
+                        let adapter = adapter_of(&item.1);
+                        if !self.trains(adapter.as_deref()) {
+                            // Recorded by a run of the other mode (replayed from the buffer):
+                            // left there for a run that trains it.
+                            if set_aside == 0 {
+                                tracing::warn!(
+                                    "sample #{} trains {}, which this run does not train; such samples stay in the buffer for a run that does",
+                                    item.0,
+                                    match &adapter {
+                                        Some(u) => format!("user `{u}`'s adapter (--adapters per-user)"),
+                                        None => "the shared policy (the frozen base of every user's adapter here)".into(),
+                                    }
+                                );
+                            }
+                            set_aside += 1;
+                            continue;
+                        }
+                        match queues.iter_mut().find(|q| q.adapter == adapter) {
+                            Some(q) => q.samples.push(item),
+                            None => queues.push(Queue {
+                                adapter,
+                                samples: vec![item],
+                                since: Instant::now(),
+                            }),
+                        }
                     }
                     Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => closed = true,
@@ -198,42 +282,55 @@ impl<B: Backend> TrainLoop<B> {
                 self.metrics
                     .queue_depth
                     .get_or_create(&Metrics::label("queue", "train"))
-                    .set(ready.len() as i64);
+                    .set(queues.iter().map(|q| q.samples.len()).sum::<usize>() as i64);
                 continue;
-            }
+            };
+            let mut queue = std::mem::take(&mut queues[qi].samples);
+            let adapter = queues[qi].adapter.clone();
             // Stale samples leave before a batch is taken, so a step trains a full batch of
             // samples that may train, not what is left of one: a step of 1 sample after 15
             // were dropped took a whole step's learning rate on one episode and collapsed a run.
             // A dropped sample's seq is not marked consumed here (others before it may still
             // wait); a resumed run drops it again.
-            let dropped = self.drop_stale(&mut ready);
+            let dropped = self.drop_stale(&mut queue, adapter.as_deref());
             if dropped > 0 {
                 dropped_waiting += dropped;
-                first_ready = (!ready.is_empty()).then(Instant::now);
+                queues[qi].since = Instant::now();
                 if !closed {
+                    queues[qi].samples = queue;
                     continue;
                 }
             }
-            let (same_kind, _) = next_batch(&ready, self.opts.batch);
+            let (same_kind, _) = next_batch(&queue, self.opts.batch);
             let take = same_kind.min(self.opts.batch);
-            let batch: Vec<QueuedSample> = ready.drain(..take).collect();
-            first_ready = (!ready.is_empty()).then(Instant::now);
+            let batch: Vec<QueuedSample> = queue.drain(..take).collect();
+            queues[qi].samples = queue;
+            queues[qi].since = Instant::now();
             let last_seq = batch.last().map(|(s, _)| *s).unwrap_or(0);
-            self.observe_lag(&batch);
+            self.observe_lag(&batch, adapter.as_deref());
             if batch.is_empty() {
-                self.consumed.consumed_through = self.consumed.consumed_through.max(last_seq);
+                if adapter.is_none() {
+                    self.consumed.consumed_through = self.consumed.consumed_through.max(last_seq);
+                }
                 continue;
             }
             let sample_seqs: Vec<u64> = batch.iter().map(|(q, _)| *q).collect();
             let mut samples: Vec<TrainingSample> = batch.into_iter().map(|(_, s)| s).collect();
-            let report = match self.session.rl_step(&mut samples, &self.loss) {
+            let (report, adapter_saved) = match self.step(
+                adapter.as_deref(),
+                &mut samples,
+                last_seq,
+            ) {
                 Ok(r) => r,
                 Err(e) => {
                     // A failed step (a loss plugin error, a non-finite gradient) skips the
                     // batch; the weights are unchanged and serving goes on, unless steps keep
                     // failing: then nothing will ever train and the run stops, saying why.
                     tracing::error!("training step failed, its samples are skipped: {e:#}");
-                    self.consumed.consumed_through = self.consumed.consumed_through.max(last_seq);
+                    if adapter.is_none() {
+                        self.consumed.consumed_through =
+                            self.consumed.consumed_through.max(last_seq);
+                    }
                     failed_in_a_row += 1;
                     self.metrics
                         .train_failed_in_a_row
@@ -261,7 +358,6 @@ impl<B: Backend> TrainLoop<B> {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner()) = None;
             }
-            self.consumed.consumed_through = self.consumed.consumed_through.max(last_seq);
             self.metrics.train_steps.inc();
             self.metrics.trained_samples.inc_by(report.samples as u64);
             self.metrics.train_loss.set(report.loss);
@@ -277,6 +373,26 @@ impl<B: Backend> TrainLoop<B> {
                 self.metrics
                     .record("train", report.step, &serde_json::json!({ "kl": kl }));
             }
+            if let Some(user) = &adapter {
+                // The user's adapter is saved and served by its step; the shared policy and
+                // its checkpoints are untouched.
+                let version = self.users.as_ref().map_or(0, |u| u.progress(user).version);
+                if let Some(dir) = &adapter_saved {
+                    self.metrics
+                        .history
+                        .checkpoint(report.step, &dir.display().to_string());
+                }
+                on_step(&StepEvent {
+                    report,
+                    weight_version: version,
+                    dropped_stale: std::mem::take(&mut dropped_waiting),
+                    sample_seqs,
+                    saved: adapter_saved,
+                    adapter: Some(user.clone()),
+                });
+                continue;
+            }
+            self.consumed.consumed_through = self.consumed.consumed_through.max(last_seq);
             let step = self.session.trainer.state().step;
             // The data position counts what was consumed, so a resumed `train` goes on
             // with the next sample of the file.
@@ -326,7 +442,13 @@ impl<B: Backend> TrainLoop<B> {
                 dropped_stale: std::mem::take(&mut dropped_waiting),
                 sample_seqs,
                 saved,
+                adapter: None,
             });
+        }
+        if set_aside > 0 {
+            tracing::warn!(
+                "{set_aside} samples for what this run does not train were left in the buffer"
+            );
         }
         self.session
             .trainer
@@ -345,11 +467,33 @@ impl<B: Backend> TrainLoop<B> {
             bail!(why);
         }
         Ok(TrainSummary {
-            step: self.session.trainer.state().step,
+            step: self.steps_total(),
             training_log: self.session.log.path().to_path_buf(),
             checkpoint,
         })
     }
+}
+
+/// Samples waiting to train one adapter (none: the shared policy), in buffer order.
+struct Queue {
+    adapter: Option<String>,
+    samples: Vec<QueuedSample>,
+    /// When the queue last started waiting for a batch.
+    since: Instant,
+}
+
+/// Which queue trains next: of those due (a whole batch, a kind switch, waited
+/// `timeout`, or the input closed), the one whose oldest sample is oldest.
+fn due(queues: &[Queue], batch: usize, timeout: Duration, closed: bool) -> Option<usize> {
+    queues
+        .iter()
+        .enumerate()
+        .filter(|(_, q)| {
+            !q.samples.is_empty()
+                && (next_batch(&q.samples, batch).1 || closed || q.since.elapsed() >= timeout)
+        })
+        .min_by_key(|(_, q)| q.samples[0].0)
+        .map(|(i, _)| i)
 }
 
 /// The next batch of `ready` (samples in buffer order): how many it takes, and whether it is

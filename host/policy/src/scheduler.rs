@@ -84,6 +84,8 @@ struct RunningJob {
     events: UnboundedSender<GenEvent>,
     done: bool,
     listening: bool,
+    /// The version of the weights it samples from: the base's, or its adapter's.
+    version: u64,
 }
 
 impl Scheduler {
@@ -271,6 +273,11 @@ fn start<B: Backend>(
         return Vec::new();
     }
     let requests: Vec<GenerateRequest> = jobs.iter().map(|j| j.request.clone()).collect();
+    // A row on an adapter samples from that adapter's version; the others from the base's.
+    let versions: Vec<Option<u64>> = adapters
+        .iter()
+        .map(|a| a.as_ref().map(|a| a.version))
+        .collect();
     let made = DecodeBatch::with_adapters(
         current.clone(),
         requests,
@@ -280,10 +287,12 @@ fn start<B: Backend>(
     );
     match made {
         Ok(batch) => {
-            let version = batch.weight_version();
+            let base_version = batch.weight_version();
             let jobs = jobs
                 .into_iter()
-                .map(|j| {
+                .zip(versions)
+                .map(|(j, adapter_version)| {
+                    let version = adapter_version.unwrap_or(base_version);
                     metrics.prompt_tokens.inc_by(j.request.prompt.len() as u64);
                     let listening = j
                         .events
@@ -298,6 +307,7 @@ fn start<B: Backend>(
                         events: j.events,
                         done: false,
                         listening,
+                        version,
                     }
                 })
                 .collect();
@@ -318,7 +328,6 @@ fn start<B: Backend>(
 }
 
 fn step<B: Backend>(r: &mut Running<B>, inflight: &AtomicUsize, metrics: &Metrics) {
-    let version = r.batch.weight_version();
     for ev in r.batch.step() {
         let job = &mut r.jobs[ev.index];
         job.tokens.push(ev.token);
@@ -344,7 +353,7 @@ fn step<B: Backend>(r: &mut Running<B>, inflight: &AtomicUsize, metrics: &Metric
                 logprobs: job.logprobs.clone(),
                 finish_reason: finish,
                 stop: ev.stop,
-                weight_version: version,
+                weight_version: job.version,
             };
             let _ = job.events.send(GenEvent::Done(generation));
             release(job, inflight);

@@ -451,6 +451,15 @@ where
     if app.opts.per_user {
         // A user's requests continue only that user's sessions.
         request.hints.scope = adapter.as_deref().map(str::to_string);
+        // So do the ids their clients choose; an id a session key names was issued by this
+        // server, unique already.
+        let issued = parts
+            .extensions
+            .get::<crate::session_keys::SessionKey>()
+            .is_some();
+        if let (Some(id), Some(user), false) = (&request.hints.session_id, &adapter, issued) {
+            request.hints.session_id = Some(openclaw_collect::user_session_id(user, id));
+        }
     }
     // Rendering and tokenizing a long prompt is CPU work: off the async threads.
     let engine = app.engine.clone();

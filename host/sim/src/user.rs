@@ -70,12 +70,15 @@ pub struct Request {
     pub requested: Option<Style>,
 }
 
-/// A user with a preference for plain answers.
+/// A user with a preference for plain answers (or, [`SimulatedUser::preferring`], for
+/// markdown).
 pub struct SimulatedUser {
     rng: StdRng,
     tasks: Vec<Task>,
     /// Share of requests with an explicit style instruction.
     requests: f64,
+    /// The style wanted when the request does not say.
+    prefers: Style,
 }
 
 impl SimulatedUser {
@@ -86,7 +89,23 @@ impl SimulatedUser {
             rng: StdRng::seed_from_u64(seed),
             tasks,
             requests: 0.0,
+            prefers: Style::Plain,
         }
+    }
+
+    /// A user who wants `style` when their request does not say: a markdown user thanks for
+    /// markdown and asks for it again, in the words of [`FORMAT_CORRECTIONS`], when the answer
+    /// is plain.
+    pub fn preferring(self, style: Style) -> Self {
+        SimulatedUser {
+            prefers: style,
+            ..self
+        }
+    }
+
+    /// The style this user wants when the request does not say.
+    pub fn prefers(&self) -> Style {
+        self.prefers
     }
 
     /// A user who words `share` of its requests with an explicit style instruction: markdown
@@ -125,7 +144,11 @@ impl SimulatedUser {
     /// The user's reply to an answer to `request`: as [`SimulatedUser::reply`], except that a
     /// request for markdown wants markdown.
     pub fn reply_to(&mut self, request: &Request, answer: &str, finished: bool) -> UserReply {
-        if request.requested != Some(Style::Markdown) {
+        let wants = match request.requested {
+            Some(style) => style,
+            None => self.prefers,
+        };
+        if wants != Style::Markdown {
             return self.reply(&request.task, answer, finished);
         }
         let verdict = classify(answer, finished);

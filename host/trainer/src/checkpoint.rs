@@ -126,6 +126,32 @@ impl<B: AutodiffBackend> Trainer<B> {
         keep: usize,
         extras: &[ExtraFile],
     ) -> Result<PathBuf> {
+        self.write_checkpoint(save_dir, keep, extras, Contents::Whole)
+    }
+
+    /// [`Trainer::save_checkpoint_with`] without the base weights: the LoRA adapters, the
+    /// optimizer moments and the state, as crash-safe. One of many adapters trained over one
+    /// base (a user's) is saved this way; [`Trainer::resume_adapter`] reads it back over that
+    /// base.
+    pub fn save_adapter_checkpoint(
+        &self,
+        save_dir: &Path,
+        keep: usize,
+        extras: &[ExtraFile],
+    ) -> Result<PathBuf> {
+        if self.config.lora.is_none() {
+            bail!("an adapter checkpoint needs LoRA adapters to save");
+        }
+        self.write_checkpoint(save_dir, keep, extras, Contents::AdaptersOnly)
+    }
+
+    fn write_checkpoint(
+        &self,
+        save_dir: &Path,
+        keep: usize,
+        extras: &[ExtraFile],
+        contents: Contents,
+    ) -> Result<PathBuf> {
         let step = self.state.step;
         std::fs::create_dir_all(save_dir)
             .with_context(|| format!("cannot create {}", save_dir.display()))?;
@@ -145,7 +171,9 @@ impl<B: AutodiffBackend> Trainer<B> {
 
         let model = self.model();
         // The engine writes base weights only: adapters are saved beside them, unmerged.
-        save_model(model, &tmp, &SaveOptions::default())?;
+        if contents == Contents::Whole {
+            save_model(model, &tmp, &SaveOptions::default())?;
+        }
         if let Some(l) = &self.config.lora {
             lora::save_adapters(model, l, &self.config.base_model, &tmp)?;
         }
@@ -210,15 +238,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         device: &B::Device,
         base: Option<openclaw_engine::Model<B>>,
     ) -> Result<Self> {
-        config.validate()?;
-        if !is_complete(checkpoint) {
-            bail!(
-                "checkpoint {} is incomplete (no {COMPLETE_MARKER})",
-                checkpoint.display()
-            );
-        }
-        openclaw_model_store::checkpoints::verify_checksums(checkpoint)?;
-        let saved = read_saved_state(checkpoint)?;
+        let saved = read_complete(checkpoint, &config)?;
         let has_adapters = checkpoint.join(lora::ADAPTER_CONFIG).is_file();
         let same_base = has_adapters
             && config.lora.is_some()
@@ -229,6 +249,35 @@ impl<B: AutodiffBackend> Trainer<B> {
             None => openclaw_engine::load_model::<B>(checkpoint, device)
                 .with_context(|| format!("cannot load the weights of {}", checkpoint.display()))?,
         };
+        Self::resumed(checkpoint, config, device, base, saved)
+    }
+
+    /// Rebuilds a trainer from an adapter checkpoint ([`Trainer::save_adapter_checkpoint`])
+    /// over `base`, the frozen model (without adapters) it was trained over.
+    pub fn resume_adapter(
+        checkpoint: &Path,
+        config: TrainConfig,
+        base: openclaw_engine::Model<B>,
+    ) -> Result<Self> {
+        let saved = read_complete(checkpoint, &config)?;
+        if config.lora.is_none() || !checkpoint.join(lora::ADAPTER_CONFIG).is_file() {
+            bail!(
+                "{} is not an adapter checkpoint, or LoRA is off",
+                checkpoint.display()
+            );
+        }
+        let device = base.device();
+        Self::resumed(checkpoint, config, &device, base, saved)
+    }
+
+    fn resumed(
+        checkpoint: &Path,
+        config: TrainConfig,
+        device: &B::Device,
+        base: openclaw_engine::Model<B>,
+        saved: SavedState,
+    ) -> Result<Self> {
+        let has_adapters = checkpoint.join(lora::ADAPTER_CONFIG).is_file();
         let model = match (&config.lora, has_adapters) {
             (Some(want), true) => {
                 let (model, got) = lora::load_adapters(base, checkpoint)?;
@@ -270,6 +319,28 @@ impl<B: AutodiffBackend> Trainer<B> {
             state: saved.state,
         })
     }
+}
+
+/// What a checkpoint holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Contents {
+    /// The model's weights with its adapters.
+    Whole,
+    /// The adapters alone (many trained over one base).
+    AdaptersOnly,
+}
+
+/// The state of a complete checkpoint whose files match their checksums.
+fn read_complete(checkpoint: &Path, config: &TrainConfig) -> Result<SavedState> {
+    config.validate()?;
+    if !is_complete(checkpoint) {
+        bail!(
+            "checkpoint {} is incomplete (no {COMPLETE_MARKER})",
+            checkpoint.display()
+        );
+    }
+    openclaw_model_store::checkpoints::verify_checksums(checkpoint)?;
+    read_saved_state(checkpoint)
 }
 
 fn check_lora_match(want: &LoraConfig, got: &LoraConfig) -> Result<()> {

@@ -66,7 +66,19 @@ impl TrainLog {
     /// Appends `report` as one JSON line (with a Unix timestamp `time`) and prints its human
     /// line.
     pub fn record(&mut self, report: &StepReport) -> Result<()> {
+        self.record_with(report, serde_json::Map::new())
+    }
+
+    /// [`TrainLog::record`] with `fields` added to the line (which adapter the step trained).
+    pub fn record_with(
+        &mut self,
+        report: &StepReport,
+        fields: serde_json::Map<String, serde_json::Value>,
+    ) -> Result<()> {
         let mut v = serde_json::to_value(report)?;
+        for (k, x) in fields {
+            v[k] = x;
+        }
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs_f64())

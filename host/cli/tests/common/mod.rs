@@ -296,3 +296,31 @@ pub fn scored_trajectories(n: usize) -> Vec<String> {
         })
         .collect()
 }
+
+/// The four loops (`run`) started in-process from `flags` on the CPU: the handle, what
+/// `observe` made of each step, in order, and the step the run resumed from.
+pub fn start_four_loops<T: Send + 'static>(
+    flags: &[(&str, String)],
+    observe: impl Fn(&openclaw_pipeline::StepEvent) -> T + Send + 'static,
+) -> (
+    openclaw_pipeline::PipelineHandle,
+    std::sync::Arc<std::sync::Mutex<Vec<T>>>,
+    Option<u64>,
+) {
+    use openclaw_config::backend::{Cpu, Placement};
+    let plugins = openclaw_plugins::RunPlugins::load(|| inputs(flags)).unwrap();
+    let cfg = plugins.resolved.config.clone();
+    let pipeline = openclaw_pipeline::Pipeline::<Cpu>::four_loops(
+        &cfg,
+        &plugins,
+        &Placement::all(Default::default()),
+    )
+    .unwrap();
+    let resumed_at = pipeline.resumed.as_ref().map(|r| r.step);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let observer = seen.clone();
+    let handle = pipeline
+        .start(move |ev| observer.lock().unwrap().push(observe(ev)))
+        .unwrap();
+    (handle, seen, resumed_at)
+}

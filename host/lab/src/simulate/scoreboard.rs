@@ -18,6 +18,8 @@ pub struct FirstAnswer {
     pub text: String,
     /// The style the request asked for in so many words, when it did.
     pub requested: Option<Style>,
+    /// The style its user wants when the request does not say.
+    pub prefers: Style,
 }
 
 impl FirstAnswer {
@@ -38,7 +40,8 @@ pub struct WindowStats {
     /// Answers to requests without a style instruction in the window; the shares below
     /// `distinct` are of them.
     pub n: usize,
-    /// Share that met the preference: plain, finished and on topic.
+    /// Share that met the preference (their user's style, plain unless the user wants
+    /// markdown), finished and on topic.
     pub preferred: f64,
     /// Share in plain style (on topic or not).
     pub plain: f64,
@@ -76,7 +79,11 @@ impl Counts {
             return;
         }
         self.n += 1;
-        self.preferred += (a.verdict == Verdict::Plain && a.on_topic) as usize;
+        let wanted = match a.prefers {
+            Style::Plain => Verdict::Plain,
+            Style::Markdown => Verdict::Markdown,
+        };
+        self.preferred += (a.verdict == wanted && a.on_topic) as usize;
         self.plain += (a.verdict == Verdict::Plain) as usize;
         self.on_topic += a.on_topic as usize;
         self.invalid += (a.verdict == Verdict::Invalid) as usize;
@@ -142,6 +149,29 @@ impl Scoreboard {
         let q = self.answers.lock().unwrap_or_else(|e| e.into_inner());
         let skip = q.len().saturating_sub(n);
         stats(q.iter().skip(skip))
+    }
+
+    /// Statistics of the last `n` answers to users who prefer `style`.
+    pub fn recent_of(&self, style: Style, n: usize) -> WindowStats {
+        let q = self.answers.lock().unwrap_or_else(|e| e.into_inner());
+        let mut mine: Vec<&FirstAnswer> = q
+            .iter()
+            .rev()
+            .filter(|a| a.prefers == style)
+            .take(n)
+            .collect();
+        mine.reverse();
+        stats(mine.into_iter())
+    }
+
+    /// Statistics of the answers still kept to users who prefer `style`, written by weight
+    /// versions in `lo..=hi`.
+    pub fn of_versions(&self, style: Style, lo: u64, hi: u64) -> WindowStats {
+        let q = self.answers.lock().unwrap_or_else(|e| e.into_inner());
+        stats(
+            q.iter()
+                .filter(|a| a.prefers == style && a.weight_version >= lo && a.weight_version <= hi),
+        )
     }
 
     /// Statistics of the answers written by weight versions in `lo..=hi`, over the whole run
@@ -210,6 +240,7 @@ mod tests {
             on_topic,
             text: text.into(),
             requested: None,
+            prefers: Style::Plain,
         }
     }
 

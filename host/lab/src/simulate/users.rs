@@ -4,7 +4,7 @@
 
 use super::scoreboard::{FirstAnswer, Scoreboard};
 use anyhow::{anyhow, Context, Result};
-use openclaw_sim::{SimulatedUser, Task};
+use openclaw_sim::{SimulatedUser, Style, Task};
 use serde_json::{json, Value};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -26,6 +26,18 @@ pub struct SimUsersOptions {
     pub requests: f64,
     /// The tasks they ask.
     pub tasks: Vec<Task>,
+    /// What they prefer: user `i` prefers `preferences[i % len]`. With more than one, each
+    /// preference is a group of users who name themselves after it (`X-User-Id: plain`), so
+    /// a server with one adapter per user answers each group with its own.
+    pub preferences: Vec<Style>,
+}
+
+/// The user id a group of simulated users sends: its preference's name.
+pub fn group_name(style: Style) -> &'static str {
+    match style {
+        Style::Plain => "plain",
+        Style::Markdown => "markdown",
+    }
 }
 
 /// Running simulated users.
@@ -40,6 +52,8 @@ struct Client {
     agent: ureq::Agent,
     url: String,
     api_key: String,
+    /// Sent as `X-User-Id` when set.
+    user: Option<&'static str>,
 }
 
 impl Client {
@@ -51,6 +65,9 @@ impl Client {
             .header("X-Session-Done", if done { "true" } else { "false" });
         if !self.api_key.is_empty() {
             req = req.header("Authorization", &format!("Bearer {}", self.api_key));
+        }
+        if let Some(user) = self.user {
+            req = req.header("X-User-Id", user);
         }
         let mut resp = req.send_json(&body).context("the server did not answer")?;
         let status = resp.status();
@@ -94,6 +111,7 @@ fn converse(
         on_topic: reply.on_topic,
         text: answer.clone(),
         requested: request.requested,
+        prefers: user.prefers(),
     });
     // The reply ends the conversation; its own short answer is not judged (no next state).
     client.chat(
@@ -115,6 +133,10 @@ impl SimUsers {
                 let failures = failures.clone();
                 let board = board.clone();
                 let opts = opts.clone();
+                let prefers = match opts.preferences.as_slice() {
+                    [] => Style::Plain,
+                    p => p[i % p.len()],
+                };
                 std::thread::Builder::new()
                     .name(format!("sim-user-{i}"))
                     .spawn(move || {
@@ -131,12 +153,14 @@ impl SimUsers {
                                 opts.base_url.trim_end_matches('/')
                             ),
                             api_key: opts.api_key.clone(),
+                            user: (opts.preferences.len() > 1).then(|| group_name(prefers)),
                         };
                         let mut user = SimulatedUser::new(
                             opts.seed.wrapping_add(i as u64),
                             opts.tasks.clone(),
                         )
-                        .with_requests(opts.requests);
+                        .with_requests(opts.requests)
+                        .preferring(prefers);
                         let mut n = 0u64;
                         while !stop.load(Ordering::SeqCst) {
                             let session = format!("sim-{}-{i}-{n}", opts.seed);

@@ -147,7 +147,9 @@ pub fn turn_from_record(
         response_logprobs: logprobs.into(),
         weight_version: rec.weight_version.unwrap_or(0),
         next_state: next_state.into(),
-        trainable: main && rec.trainable,
+        // A turn a LoRA adapter sampled has that adapter's logprobs, not the policy's: `train`
+        // trains one policy, so such a turn (a user's, exported) is kept but not trained.
+        trainable: main && rec.trainable && rec.adapter.is_none(),
     })
 }
 

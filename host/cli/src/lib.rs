@@ -354,11 +354,102 @@ pub enum PluginsCommand {
     List {
         /// Plugin crate directories or folders of them (default: methods/, examples/, envs/).
         dirs: Vec<PathBuf>,
+        /// The installed plugins instead ($OPENCLAW_PLUGIN_DIR): name, version, kinds, the
+        /// plugin API each was built against, and where it came from.
+        #[arg(long, conflicts_with = "dirs")]
+        installed: bool,
     },
-    /// A plugin's manifest and default configuration (builds and loads it).
+    /// A plugin's manifest and default configuration (builds and loads it); for a plugin found
+    /// only in an index, its record.
     Info {
-        /// A plugin name, crate directory or library file.
+        /// A plugin name, name@version, crate directory or library file.
         plugin: String,
+        #[command(flatten)]
+        index: IndexFlags,
+    },
+    /// The plugins in the indexes whose name or description holds TERM.
+    Search {
+        /// What to look for (empty: everything).
+        #[arg(default_value = "")]
+        term: String,
+        #[command(flatten)]
+        index: IndexFlags,
+    },
+    /// Write a plugin crate's index record: its checksum, the plugin API range it loads under,
+    /// kinds, declared permissions and contract checks' result, signed with --key.
+    Package {
+        /// The plugin crate directory.
+        dir: PathBuf,
+        /// The record points at this git repository (default: the crate's `origin` remote).
+        #[arg(long, value_name = "URL", conflicts_with = "archive")]
+        git: Option<String>,
+        /// The commit the record pins (default: HEAD, which must hold every change).
+        #[arg(long, value_name = "COMMIT", conflicts_with = "archive")]
+        rev: Option<String>,
+        /// Write a source archive beside the index file and point the record at it.
+        #[arg(long)]
+        archive: bool,
+        /// Sign the record with this minisign secret key (as `plugins keygen` writes).
+        #[arg(long, value_name = "FILE")]
+        key: Option<PathBuf>,
+        /// Add the record to this index file (created when missing).
+        #[arg(long, value_name = "FILE")]
+        index_file: Option<PathBuf>,
+    },
+    /// Mark a version in an index file yanked (withdrawn: not installed unless asked), or
+    /// not with --undo.
+    Yank {
+        /// NAME@VERSION.
+        plugin: String,
+        /// The index file.
+        #[arg(long, value_name = "FILE")]
+        index_file: PathBuf,
+        /// Sign the changed record with this key (needed when it was signed).
+        #[arg(long, value_name = "FILE")]
+        key: Option<PathBuf>,
+        /// Take the yank back.
+        #[arg(long)]
+        undo: bool,
+    },
+    /// Write a minisign key pair for signing index records: PREFIX.key (secret) and PREFIX.pub.
+    Keygen {
+        /// Where: PREFIX.key and PREFIX.pub.
+        prefix: PathBuf,
+    },
+    /// Build a plugin and install it into the installed-plugins directory ($OPENCLAW_PLUGIN_DIR,
+    /// default ~/.local/share/openclaw-host/plugins), where runs find it by name from anywhere.
+    Install {
+        /// A plugin crate directory, a git URL (https://, ssh://, file://, git@host:path, or a
+        /// local .git), a built library (.so), or the name of a crate on the plugin search path.
+        source: String,
+        /// For a git URL: the branch, tag or commit to build (default: the default branch).
+        #[arg(long, value_name = "REF")]
+        rev: Option<String>,
+        /// For a git URL: the crate's folder in the repository (default: the one plugin crate
+        /// it holds).
+        #[arg(long, value_name = "DIR")]
+        subdir: Option<String>,
+        /// Replace the version when it is already installed.
+        #[arg(long)]
+        force: bool,
+        /// Install a version its publisher has yanked.
+        #[arg(long)]
+        allow_yanked: bool,
+        #[command(flatten)]
+        index: IndexFlags,
+    },
+    /// Remove an installed plugin: every version of NAME, or the one NAME@VERSION names.
+    Remove {
+        /// NAME or NAME@VERSION.
+        plugin: String,
+    },
+    /// Install a newer version of installed plugins from where each came from (its index, its
+    /// crate directory or its git repository), beside the versions already installed.
+    Update {
+        /// The plugins to update (default: all installed).
+        names: Vec<String>,
+        #[command(flatten)]
+        index: IndexFlags,
     },
     /// Scaffold a plugin crate that builds, loads and passes `plugins test` as written.
     New {
@@ -379,6 +470,37 @@ pub enum PluginsCommand {
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
+}
+
+/// Which plugin indexes to use and what to trust, over `settings.toml` in the
+/// installed-plugins directory.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct IndexFlags {
+    /// A plugin index (a path or an HTTPS URL) instead of those in settings.toml; repeat for
+    /// several, searched in order.
+    #[arg(long = "index", value_name = "PATH|URL")]
+    pub indexes: Vec<String>,
+    /// A public key whose signatures are trusted (minisign base64, or a .pub file); repeat for
+    /// several.
+    #[arg(long = "trusted-key", value_name = "KEY")]
+    pub trusted_keys: Vec<String>,
+    /// Install only records signed by a trusted key.
+    #[arg(long)]
+    pub only_signed: bool,
+    /// Accept plain http:// indexes and sources.
+    #[arg(long)]
+    pub allow_http: bool,
+}
+
+impl IndexFlags {
+    fn flags(&self) -> openclaw_marketplace::settings::Flags {
+        openclaw_marketplace::settings::Flags {
+            indexes: self.indexes.clone(),
+            trusted_keys: self.trusted_keys.clone(),
+            only_signed: self.only_signed,
+            allow_http: self.allow_http,
+        }
+    }
 }
 
 /// Sampling flags of `generate` and `chat`.

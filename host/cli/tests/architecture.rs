@@ -30,7 +30,12 @@ const FLOORS: [&[&str]; 7] = [
         "openclaw-policy",
         "openclaw-collect",
     ],
-    &["openclaw-server", "openclaw-judge", "openclaw-episodes"],
+    &[
+        "openclaw-server",
+        "openclaw-judge",
+        "openclaw-episodes",
+        "openclaw-marketplace",
+    ],
     &["openclaw-pipeline", "openclaw-eval"],
     &["openclaw-lab"],
     &["openclaw-host"],

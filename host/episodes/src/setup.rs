@@ -12,40 +12,76 @@ use super::TimedEnv;
 use openclaw_plugins::instance::TracingLog;
 use openclaw_plugins::{EnvHandle, LoadedPlugin};
 
-/// A crate directory, a library, or a name under `envs/` of the project root or of the
+/// A crate directory, a library, `name@version` of an installed environment, or a name: under
+/// `envs/` of the project root, then among the installed plugins, then under `envs/` of the
 /// install root (see [`openclaw_plugins::discover::roots`]).
 pub fn env_location(spec: &str) -> Result<PathBuf> {
+    use openclaw_plugins::installed;
     let p = PathBuf::from(spec);
     if p.exists() {
         return Ok(p);
     }
-    let folders: Vec<PathBuf> = openclaw_plugins::discover::roots()
-        .into_iter()
-        .map(|r| r.join("envs"))
-        .collect();
-    if !spec.contains('/') {
-        if let Some(named) = folders
+    let plugin_dir = installed::plugin_dir();
+    let an_env = |i: installed::Installed| -> Result<PathBuf> {
+        if !i.record.kinds.iter().any(|k| k == "env") {
+            bail!(
+                "environment `{spec}`: the installed plugin {} is not an environment (it provides: {})",
+                i.id(),
+                i.record.kinds.join(", ")
+            );
+        }
+        Ok(i.dir)
+    };
+    if let Some((name, version)) = installed::split_pinned(spec) {
+        let i = installed::find(&plugin_dir, name, Some(version))?
+            .expect("find errs when none matches");
+        return an_env(i);
+    }
+    let roots = openclaw_plugins::discover::roots();
+    let folders: Vec<PathBuf> = roots.iter().map(|r| r.join("envs")).collect();
+    if spec.contains('/') {
+        // `envs/terminal` typed outside a checkout: the same path under the install root.
+        if let Some(found) = roots
             .iter()
-            .map(|f| f.join(spec))
+            .map(|r| r.join(spec))
             .find(|d| d.join("plugin.toml").is_file())
         {
-            return Ok(named);
+            return Ok(found);
+        }
+    } else {
+        let named = |f: &PathBuf| Some(f.join(spec)).filter(|d| d.join("plugin.toml").is_file());
+        // The project's own first, then an installed one, then the one beside the binary.
+        if let Some(d) = folders.first().and_then(named) {
+            return Ok(d);
+        }
+        if let Some(i) = installed::find(&plugin_dir, spec, None)? {
+            return an_env(i);
+        }
+        if let Some(d) = folders.iter().skip(1).find_map(named) {
+            return Ok(d);
         }
     }
     let mut known: Vec<String> = folders
         .iter()
         .flat_map(|f| openclaw_plugins::discover::crates_in(f))
         .filter_map(|d| Some(d.file_name()?.to_string_lossy().into_owned()))
+        .chain(
+            installed::list(&plugin_dir)
+                .into_iter()
+                .filter(|i| i.record.kinds.iter().any(|k| k == "env"))
+                .map(|i| i.record.name),
+        )
         .collect();
     known.sort();
     known.dedup();
     bail!(
-        "environment `{spec}`: no such crate directory or library, and no {spec}/plugin.toml in {} (environments there: {})",
+        "environment `{spec}`: no such crate directory or library, no {spec}/plugin.toml in {}, and none installed in {} (environments there: {})",
         folders
             .iter()
             .map(|f| f.display().to_string())
             .collect::<Vec<_>>()
             .join(", "),
+        plugin_dir.display(),
         if known.is_empty() {
             "none".to_string()
         } else {

@@ -274,7 +274,18 @@ where
         let last_step = last_step(cfg, schedule_steps);
         let mut tc = train_config(cfg, schedule_steps)?;
         tc.use_reference = plugins.loss_inputs()?.reference_logprobs;
-        let session = TrainSession::<B>::start(tc, session_options(cfg), &placement.train)?;
+        let lock = crate::training::plugin_lock::of_run(cfg, plugins)?;
+        let session = TrainSession::<B>::start(
+            tc,
+            crate::training::SessionOptions {
+                extras: vec![crate::training::plugin_lock::extra_file(&lock)],
+                ..session_options(cfg)
+            },
+            &placement.train,
+        )?;
+        if let Some(dir) = &session.resumed_from {
+            crate::training::plugin_lock::warn_of_changes(dir, &lock);
+        }
         // Checkpoints of `train` record how many samples were consumed both ways; the data
         // position alone is what older ones have.
         let recorded = consumed_state(&session)?;

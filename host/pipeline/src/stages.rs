@@ -25,7 +25,7 @@ use super::serving::Serving;
 use super::train_loop::{ConsumedState, TrainLoop, TrainLoopOptions};
 use super::{Collection, CollectionOptions};
 use crate::training::UserAdapters;
-use crate::training::{session_options, train_config, SessionOptions, TrainSession};
+use crate::training::{plugin_lock, session_options, train_config, SessionOptions, TrainSession};
 use anyhow::{bail, Context, Result};
 use burn::prelude::Backend;
 use openclaw_collect::CollectEvent;
@@ -45,6 +45,7 @@ use openclaw_plugin_api::{
     HostServices, JudgeSettings, LossInputs, PluginKind, SamplingParams, Task,
 };
 use openclaw_plugins::instance::TracingLog;
+use openclaw_plugins::lockfile::Lockfile;
 use openclaw_plugins::{LossHandle, RewardHandle, RunPlugins};
 use openclaw_policy::{load_options, scheduler_options, ModelFiles, PolicyEngine};
 use openclaw_trainer::TrainConfig;
@@ -76,7 +77,8 @@ where
                  made by an environment or a rollout or generate plugin have no user"
             );
         }
-        let restored = restore(cfg, train_config, placement)?;
+        let lock = plugin_lock::of_run(cfg, plugins)?;
+        let restored = restore(cfg, train_config, placement, &lock)?;
         let mut served = serve(cfg, placement, plan.made, &restored, metrics.clone())?;
         let judged = judge(cfg, plugins, placement, &plan, &served, &metrics)?;
         let produced = produce(
@@ -240,6 +242,7 @@ fn restore<B: Backend>(
     cfg: &RunConfig,
     train: TrainConfig,
     placement: &Placement<B>,
+    lock: &Lockfile,
 ) -> Result<Restored<B>> {
     let save_dir = PathBuf::from(&cfg.save_dir);
     let mut resume = cfg.resume_from_checkpoint.clone();
@@ -253,10 +256,14 @@ fn restore<B: Backend>(
         SessionOptions {
             save_dir: Some(save_dir),
             resume,
+            extras: vec![plugin_lock::extra_file(lock)],
             ..session_options(cfg)
         },
         &placement.train,
     )?;
+    if let Some(dir) = &session.resumed_from {
+        plugin_lock::warn_of_changes(dir, lock);
+    }
     let mut consumed = consumed_state(&session)?;
     let users = match cfg.adapters == "per-user" {
         true => {

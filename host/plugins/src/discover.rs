@@ -97,19 +97,126 @@ fn prefer_project(found: Vec<PathBuf>, install: Option<&Path>) -> Vec<PathBuf> {
     }
 }
 
-/// Resolves `NAME|DIR|LIBRARY` to a path: an existing path is taken as it is; otherwise the
-/// plugin crates of the search path are searched for a `plugin.toml` with that name.
+/// Resolves `NAME|NAME@VERSION|DIR|LIBRARY` to a path. An existing path is taken as it is; a
+/// relative one that does not exist here (`methods/combine`) is looked for under the project
+/// root and the install root. A name is looked for in three places, the first that has it
+/// winning: the plugin crates of the project (`OPENCLAW_PLUGIN_PATH`, then the project's
+/// `methods/`, `examples/`, `envs/`), the installed plugins (the newest version), then the
+/// crates beside the running binary. `NAME@VERSION` names an installed version (or a semver
+/// requirement such as `^0.2`).
 pub fn resolve(spec: &str) -> Result<PathBuf> {
+    let root = super::installed::plugin_dir();
+    if let Some((name, version)) = super::installed::split_pinned(spec) {
+        return Ok(super::installed::find(&root, name, Some(version))?
+            .expect("find errs when none matches")
+            .dir);
+    }
     let path = Path::new(spec);
-    if path.exists() || spec.contains('/') || super::load::is_library_file(path) {
+    if path.exists() || super::load::is_library_file(path) {
         return Ok(path.to_path_buf());
     }
+    if spec.contains('/') {
+        return Ok(elsewhere(spec, &root));
+    }
+    if let Some(dir) = find_crate(spec)? {
+        return Ok(dir);
+    }
+    if let Some(i) = super::installed::find(&root, spec, None)? {
+        return Ok(i.dir);
+    }
+    if let Some(dir) = find_in(spec, &install_root_folders())? {
+        return Ok(dir);
+    }
     let roots = search_path();
+    let mut names: Vec<String> = roots
+        .iter()
+        .flat_map(|r| crates_in(r))
+        .filter_map(|d| PluginToml::read(&d).ok().map(|t| t.name))
+        .chain(
+            super::installed::list(&root)
+                .into_iter()
+                .map(|i| i.record.name),
+        )
+        .collect();
+    names.sort();
+    names.dedup();
+    bail!(
+        "no plugin named `{spec}` (searched {} and the installed plugins in {}; found {}; install one with `openclaw-host plugins install`, or give a crate directory or a library path)",
+        roots
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        root.display(),
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
+    )
+}
+
+/// A relative path that does not exist here, such as the README's `methods/combine` typed
+/// outside a checkout: the same path under the project root or the install root, else the
+/// installed plugin named by its last component, else the path as given (whose loading then
+/// says it does not exist).
+fn elsewhere(spec: &str, installed_root: &Path) -> PathBuf {
+    let path = Path::new(spec);
+    if path.is_relative() {
+        if let Some(found) = roots()
+            .into_iter()
+            .map(|r| r.join(path))
+            .find(|p| p.join("plugin.toml").is_file())
+        {
+            return found;
+        }
+        let in_plugin_folder = path.components().count() == 2
+            && path
+                .components()
+                .next()
+                .is_some_and(|c| PLUGIN_FOLDERS.iter().any(|f| c.as_os_str() == *f));
+        if in_plugin_folder {
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if let Ok(Some(i)) = super::installed::find(installed_root, name, None) {
+                return i.dir;
+            }
+        }
+    }
+    path.to_path_buf()
+}
+
+/// `methods/`, `examples/` and `envs/` of the install root.
+fn install_root_folders() -> Vec<PathBuf> {
+    install_root()
+        .map(|r| PLUGIN_FOLDERS.map(|f| r.join(f)).to_vec())
+        .unwrap_or_default()
+}
+
+/// The plugin crate named `name` in the project: `OPENCLAW_PLUGIN_PATH` and the project root's
+/// plugin folders (the install root's are left out when it is another folder). Two crates of
+/// that name are an error naming both.
+pub fn find_crate(name: &str) -> Result<Option<PathBuf>> {
+    let install = install_root_folders();
+    let folders: Vec<PathBuf> = search_path()
+        .into_iter()
+        .filter(|f| !install.contains(f) || is_project_folder(f))
+        .collect();
+    find_in(name, &folders)
+}
+
+/// Whether `folder` is one of the project root's plugin folders (the project may be the
+/// install root itself, in a checkout).
+fn is_project_folder(folder: &Path) -> bool {
+    project_root().is_some_and(|r| PLUGIN_FOLDERS.iter().any(|f| r.join(f) == folder))
+}
+
+/// The crate named `name` among the plugin crates of `folders`.
+fn find_in(name: &str, folders: &[PathBuf]) -> Result<Option<PathBuf>> {
     let mut found: Vec<PathBuf> = Vec::new();
-    for root in &roots {
-        for dir in crates_in(root) {
+    for folder in folders {
+        for dir in crates_in(folder) {
             if let Ok(t) = PluginToml::read(&dir) {
-                if t.name == spec {
+                if t.name == name && !found.contains(&dir) {
                     found.push(dir);
                 }
             }
@@ -117,31 +224,10 @@ pub fn resolve(spec: &str) -> Result<PathBuf> {
     }
     let mut found = prefer_project(found, install_root().as_deref());
     match found.len() {
-        1 => Ok(found.pop().unwrap()),
-        0 => {
-            let mut names: Vec<String> = roots
-                .iter()
-                .flat_map(|r| crates_in(r))
-                .filter_map(|d| PluginToml::read(&d).ok().map(|t| t.name))
-                .collect();
-            names.sort();
-            names.dedup();
-            bail!(
-                "no plugin named `{spec}` (searched {}; found {}; give a crate directory or a library path instead)",
-                roots
-                    .iter()
-                    .map(|r| r.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-                if names.is_empty() {
-                    "none".to_string()
-                } else {
-                    names.join(", ")
-                }
-            )
-        }
+        0 => Ok(None),
+        1 => Ok(found.pop()),
         _ => bail!(
-            "two plugins are named `{spec}`: {} (give a directory instead)",
+            "two plugins are named `{name}`: {} (give a directory instead)",
             found
                 .iter()
                 .map(|d| d.display().to_string())

@@ -55,6 +55,24 @@ impl LoadedPlugin {
             }
             return Self::load_library(path, None);
         }
+        if path.join(super::installed::RECORD_FILE).is_file() {
+            return super::installed::Installed::read(path)?.open();
+        }
+        if !path.exists() && path.is_absolute() {
+            bail!("plugin directory {} does not exist", path.display());
+        }
+        if !path.exists() {
+            bail!(
+                "plugin directory {} does not exist here, under {}, or as an installed plugin in {} (install one with `openclaw-host plugins install <crate dir | git URL | library>`)",
+                path.display(),
+                super::discover::roots()
+                    .iter()
+                    .map(|r| r.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" or "),
+                super::installed::plugin_dir().display()
+            );
+        }
         let toml = PluginToml::read(path)?;
         let krate = CrateLibrary::locate(path)?;
         let library = krate.ensure_built()?;

@@ -5,6 +5,25 @@ use openclaw_plugin_api::PluginKind;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
+/// What a plugin may declare it does beyond computing on what the host hands it, with what
+/// each means. A declaration is the publisher's word: the plugin runs as native code with the
+/// host's rights either way.
+pub const PERMISSIONS: [(&str, &str); 4] = [
+    ("network", "opens network connections of its own"),
+    (
+        "filesystem",
+        "reads or writes files beyond what the host hands it",
+    ),
+    (
+        "sandbox",
+        "runs commands (its tasks' or the model's) in the bubblewrap sandbox",
+    ),
+    (
+        "process",
+        "starts programs on the host, outside the sandbox",
+    ),
+];
+
 /// The parsed `[plugin]` table of a `plugin.toml`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PluginToml {
@@ -16,6 +35,9 @@ pub struct PluginToml {
     pub kinds: Vec<PluginKind>,
     /// One line about the plugin.
     pub description: String,
+    /// What it declares it does beyond computing on what the host hands it (`network`,
+    /// `filesystem`, `sandbox`), as an index lists it.
+    pub permissions: Vec<String>,
     /// The crate directory the file was read from.
     pub dir: PathBuf,
 }
@@ -34,6 +56,8 @@ struct Table {
     kinds: Vec<String>,
     #[serde(default)]
     description: String,
+    #[serde(default)]
+    permissions: Vec<String>,
 }
 
 impl PluginToml {
@@ -83,11 +107,20 @@ impl PluginToml {
                 kinds.push(kind);
             }
         }
+        for p in &t.permissions {
+            if !PERMISSIONS.iter().any(|(n, _)| n == p) {
+                bail!(
+                    "[plugin] permissions: unknown permission `{p}` (known: {})",
+                    PERMISSIONS.map(|(n, _)| n).join(", ")
+                );
+            }
+        }
         Ok(PluginToml {
             name: t.name,
             version: t.version,
             kinds,
             description: t.description,
+            permissions: t.permissions,
             dir: dir.to_path_buf(),
         })
     }

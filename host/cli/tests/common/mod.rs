@@ -55,6 +55,12 @@ pub fn host_command(dir: &Path) -> Command {
     for var in OTHER_VARS {
         cmd.env_remove(var);
     }
+    // No plugin a developer installed is found: an installed-plugins directory that stays
+    // empty (tests that install give their own).
+    cmd.env(
+        "OPENCLAW_PLUGIN_DIR",
+        workspace().join("target").join("no-installed-plugins"),
+    );
     cmd
 }
 

@@ -4,6 +4,7 @@
 
 pub mod adapters;
 pub mod episodes;
+pub mod plugin_lock;
 pub mod samples;
 pub mod session;
 pub mod settings;

@@ -32,6 +32,8 @@ pub struct SessionOptions {
     pub log_dir: PathBuf,
     /// No human line per step (a progress bar or the caller prints instead).
     pub quiet: bool,
+    /// Files written into every checkpoint besides the tokenizer's (the plugin lockfile).
+    pub extras: Vec<ExtraFile>,
 }
 
 /// A trainer on backend `B` (autodiff over it) with its log and checkpoints.
@@ -56,7 +58,8 @@ pub struct Checkpointer {
     save_dir: Option<PathBuf>,
     interval: u64,
     keep: usize,
-    tokenizer_files: Vec<ExtraFile>,
+    /// The tokenizer's files and the caller's extras, written into each checkpoint.
+    files: Vec<ExtraFile>,
     last_saved: u64,
 }
 
@@ -90,7 +93,7 @@ impl Checkpointer {
                 trainer.state().step
             );
         }
-        let mut extras = self.tokenizer_files.clone();
+        let mut extras = self.files.clone();
         if let Some(s) = run_state {
             extras.push(ExtraFile {
                 name: RUN_STATE_FILE.into(),
@@ -238,7 +241,10 @@ impl<B: Backend> TrainSession<B> {
             save_dir: opts.save_dir.clone(),
             interval: opts.save_interval,
             keep: opts.keep,
-            tokenizer_files,
+            files: tokenizer_files
+                .into_iter()
+                .chain(opts.extras.iter().cloned())
+                .collect(),
             last_saved: trainer.state().step,
         };
         Ok(TrainSession {

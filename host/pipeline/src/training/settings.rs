@@ -26,6 +26,7 @@ pub fn session_options(cfg: &RunConfig) -> super::SessionOptions {
         resume: cfg.resume_from_checkpoint.clone(),
         log_dir: std::path::PathBuf::from(&cfg.log_dir),
         quiet: true,
+        extras: Vec::new(),
     }
 }
 

@@ -14,10 +14,15 @@ url="https://github.com/openclaw-host/openclaw-host.git"
 index="marketplace/index.toml"
 mkdir -p marketplace
 rm -f "$index"
-cargo build --release -p openclaw-host
+# OPENCLAW_HOST: a built binary to use instead of building the release one.
+host="${OPENCLAW_HOST:-}"
+if [[ -z "$host" ]]; then
+    cargo build --release -p openclaw-host
+    host=./target/release/openclaw-host
+fi
 for dir in methods/binary-rl methods/opd methods/combine \
     envs/toolcall envs/terminal envs/swe envs/gui \
     examples/my-method examples/my-rollout examples/my-generate; do
-    ./target/release/openclaw-host plugins package "$dir" --git "$url" --rev main \
+    "$host" plugins package "$dir" --git "$url" --rev main \
         --index-file "$index" "${key[@]}"
 done

@@ -89,6 +89,10 @@ fn the_four_loops_run_in_process_resume_and_their_checkpoint_serves() {
         std::fs::read_link(&latest).unwrap(),
         Path::new("checkpoint-3")
     );
+    // The checkpoint says which plugins trained it.
+    let lock = std::fs::read_to_string(latest.join("openclaw-plugins.lock")).unwrap();
+    assert!(lock.contains("name = \"binary-rl\""), "{lock}");
+    assert!(lock.contains("library_sha256 = \""), "{lock}");
 
     // A second life on the same directories continues from the checkpoint.
     let (seen, last, resumed) = run_until_done(dir, &model, 5);

@@ -107,6 +107,19 @@ fn published_plugin(root: &Path, plugins: &Path) -> (PathBuf, PathBuf) {
         &["plugins", "new", "greeter", "--kind", "loss"],
     ));
     let work = root.join("src/greeter");
+    // As a crate shared with others takes the API: by version, not by a path on one machine.
+    let manifest = std::fs::read_to_string(work.join("Cargo.toml")).unwrap();
+    let start = manifest.find("openclaw-plugin-api = ").unwrap();
+    let end = start + manifest[start..].find('\n').unwrap();
+    let api: Vec<&str> = openclaw_plugin_api::API_VERSION.split('.').collect();
+    let manifest = format!(
+        "{}openclaw-plugin-api = \"{}.{}\"{}",
+        &manifest[..start],
+        api[0],
+        api[1],
+        &manifest[end..]
+    );
+    std::fs::write(work.join("Cargo.toml"), manifest).unwrap();
     git(&work, &["init", "--quiet"]);
     git(&work, &["add", "."]);
     git(&work, &["commit", "--quiet", "-m", "greeter 0.1.0"]);
@@ -374,6 +387,38 @@ fn a_run_outside_the_repository_uses_the_installed_method_and_locks_it() {
         "{lock}"
     );
     assert!(lock.contains("library_sha256 = \""), "{lock}");
+
+    // An installed environment is found by `--env NAME` the same way, before the one beside
+    // the binary: a changed library of it is refused.
+    let toolcall = workspace().join("envs/toolcall");
+    ok(host_ws(
+        &dir,
+        &plugins,
+        &["plugins", "install", toolcall.to_str().unwrap()],
+    ));
+    let out = ok(host(
+        &dir,
+        &plugins,
+        &["env", "check", "toolcall@0.1.0", "--split", "test"],
+    ));
+    assert!(out.contains(" ok, 0 failed"), "{out}");
+    let lib = std::fs::read_dir(plugins.join("toolcall/0.1.0"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "so"))
+        .unwrap();
+    let mut bytes = std::fs::read(&lib).unwrap();
+    bytes.push(0);
+    std::fs::write(&lib, bytes).unwrap();
+    refused(
+        host(
+            &dir,
+            &plugins,
+            &["env", "check", "toolcall", "--split", "test"],
+        ),
+        "has changed since it was installed",
+    );
 }
 
 /// A static file server on loopback (Python's `http.server`, which serves a bare git

@@ -206,6 +206,13 @@ impl Marketplace {
     /// record names.
     pub fn install(&self, root: &Path, found: &Found, force: bool) -> Result<Installed> {
         let r = &found.record;
+        if r.kinds.iter().any(|k| k == "data") {
+            bail!(
+                "{} is a data package (a task set); this host does not install data packages yet: fetch {} by hand",
+                r.id(),
+                r.source.describe()
+            );
+        }
         let policy = self.settings.policy();
         let index = found.index.display();
         let done = match r.source.kind()? {

@@ -104,9 +104,11 @@ pub fn package(dir: &Path, opts: &PackageOptions) -> Result<Record> {
             } else {
                 format!("{rev}:{subdir}")
             };
+            // From the top level: there a `rev:path` names the path from the repository root.
+            let top = git(&["rev-parse", "--show-toplevel"])?;
             let tar = Command::new("git")
                 .args(["archive", "--format=tar", &tree])
-                .current_dir(dir)
+                .current_dir(&top)
                 .output()
                 .context("running git archive")?;
             if !tar.status.success() {
@@ -117,6 +119,11 @@ pub fn package(dir: &Path, opts: &PackageOptions) -> Result<Record> {
                 );
             }
             let unpacked = archive::unpack_tar(tar.stdout.as_slice())?;
+            if !unpacked.path().join("plugin.toml").is_file() {
+                bail!(
+                    "{tree} holds no plugin.toml: commit the crate first (the record names that commit's files)"
+                );
+            }
             record.checksum = installed::tree_sha256(unpacked.path())?;
             record.source = RecordSource {
                 git: url,

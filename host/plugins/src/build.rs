@@ -29,6 +29,9 @@ pub struct CrateLibrary {
     /// Directories of the crate's path dependencies (the plugin API, say): a change there
     /// also makes the library stale.
     pub path_deps: Vec<PathBuf>,
+    /// The crate takes the plugin API by version: it builds against the sources the host
+    /// carries ([`super::api_source`]).
+    pub api_patch: Option<PathBuf>,
 }
 
 /// Whether a built library is up to date with its sources.
@@ -82,6 +85,13 @@ impl CrateLibrary {
                 manifest.display()
             );
         }
+        let api_patch = if super::api_source::wants_patch(&doc) {
+            Some(super::api_source::materialise(
+                &super::installed::plugin_dir(),
+            )?)
+        } else {
+            None
+        };
         let meta = cargo_metadata(&manifest)?;
         let target_dir = meta["target_directory"]
             .as_str()
@@ -106,6 +116,7 @@ impl CrateLibrary {
             package,
             artifact,
             path_deps,
+            api_patch,
         })
     }
 
@@ -133,6 +144,9 @@ impl CrateLibrary {
             .arg("--manifest-path")
             .arg(self.dir.join("Cargo.toml"))
             .arg("--message-format=json-render-diagnostics");
+        if let Some(api) = &self.api_patch {
+            cmd.arg("--config").arg(super::api_source::patch_arg(api));
+        }
         if current_profile() == "release" {
             cmd.arg("--release");
         }

@@ -1,6 +1,7 @@
 //! Plugins: their `plugin.toml`, building them with cargo, loading them through the stable
 //! ABI, calling them, scaffolding new ones and checking them against the contract.
 
+pub mod api_source;
 pub mod assign;
 pub mod build;
 pub mod discover;

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Writes marketplace/index.toml: one record for each method, environment and example of this
-# repository, pointing at its folder in the repository on `main`, with the checksum of its tree
-# in the commit `main` names. Run it after committing a change to a plugin, then commit the index:
-# CI (`host/cli/tests/plugin_install.rs`) checks every record against the committed trees.
+# repository, pointing at its folder in the last commit that changed it, with the checksum of
+# that folder. Run it after committing a change to a plugin, then commit the index: CI
+# (`host/cli/tests/plugin_install.rs`) checks every record against the committed folders.
 #
 #   scripts/marketplace-index.sh [--key FILE]    (--key signs every record)
 set -euo pipefail
@@ -23,6 +23,8 @@ fi
 for dir in methods/binary-rl methods/opd methods/combine \
     envs/toolcall envs/terminal envs/swe envs/gui \
     examples/my-method examples/my-rollout examples/my-generate; do
-    "$host" plugins package "$dir" --git "$url" --rev main \
+    # The last commit that changed the folder: its tree is the folder's now.
+    rev=$(git log -1 --format=%H -- "$dir")
+    "$host" plugins package "$dir" --git "$url" --rev "$rev" \
         --index-file "$index" "${key[@]}"
 done

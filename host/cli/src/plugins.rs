@@ -192,7 +192,9 @@ fn list_installed() -> Result<i32> {
 /// a git URL.
 fn is_name(spec: &str) -> bool {
     let (name, _) = installed::split_pinned(spec).unwrap_or((spec, ""));
+    // `git@host:owner/repo` is a URL, and no name or version holds a `:`.
     !spec.contains('/')
+        && !spec.contains(':')
         && !std::path::Path::new(spec).exists()
         && installed::check_component("name", name).is_ok()
 }
@@ -212,18 +214,14 @@ fn install(
         let settings = Settings::load(&index.flags())?;
         if !settings.indexes.is_empty() {
             let market = Marketplace::open(settings)?;
-            match market.choose(name, version, choose) {
-                Ok(found) => {
-                    say_found(&found);
-                    let done = market.install(&root, &found, opts.force)?;
-                    say_installed(&done);
-                    return Ok(0);
-                }
-                // A name no index lists may still be a crate of the project.
-                Err(e) if version.is_some() || discover::find_crate(name)?.is_none() => {
-                    return Err(e)
-                }
-                Err(_) => {}
+            // A name no index lists may still be a crate of the project; one an index lists
+            // is that index's, refusals included.
+            if version.is_some() || market.lists(name) || discover::find_crate(name)?.is_none() {
+                let found = market.choose(name, version, choose)?;
+                say_found(&found);
+                let done = market.install(&root, &found, opts.force)?;
+                say_installed(&done);
+                return Ok(0);
             }
         } else if let Some(v) = version {
             bail!(
@@ -255,6 +253,7 @@ fn say_found(found: &Found) {
 
 fn search(term: &str, index: &IndexFlags) -> Result<i32> {
     let market = Marketplace::open(Settings::load(&index.flags())?)?;
+    let trusted = market.settings.trusted_keys.clone();
     let hits = market.search(term);
     if hits.is_empty() {
         println!("no plugin in the indexes matches `{term}`");
@@ -280,7 +279,13 @@ fn search(term: &str, index: &IndexFlags) -> Result<i32> {
             r.version.clone(),
             r.kinds.join(", "),
             r.plugin_api.clone(),
-            if r.signature.is_empty() { "no" } else { "yes" }.into(),
+            match openclaw_marketplace::sign::check(r, &trusted) {
+                Ok(Checked::Trusted(_)) => "verified",
+                Ok(Checked::Unchecked) => "unchecked",
+                Ok(Checked::Unsigned) => "no",
+                Err(_) => "BAD",
+            }
+            .into(),
             r.description.clone(),
         ]);
     }
@@ -428,22 +433,34 @@ fn update(names: Vec<String>, index: &IndexFlags) -> Result<i32> {
     Ok(if failed == 0 { 0 } else { 1 })
 }
 
-/// Installs the newest version an index lists when it is newer than `current`, from the
-/// configured indexes (or, when none is, the one `current` came from).
+/// Installs the newest version an index lists when it is newer than `current`: from the
+/// index `current` came from (unless `--index` names others), signed by the key that signed
+/// `current` when one did.
 fn update_from_index(
     root: &std::path::Path,
     current: &Installed,
     index: &IndexFlags,
 ) -> Result<()> {
     let mut flags = index.flags();
-    let mut settings = Settings::load(&flags)?;
-    if settings.indexes.is_empty() {
+    if flags.indexes.is_empty() {
         flags.indexes = vec![current.record.index.clone()];
-        settings = Settings::load(&flags)?;
     }
+    if !current.record.signed_by.is_empty() {
+        flags.trusted_keys.push(current.record.signed_by.clone());
+        flags.only_signed = true;
+    }
+    let settings = Settings::load(&flags)?;
     let market = Marketplace::open(settings)?;
     let name = &current.record.name;
     let found = market.choose(name, None, ChooseOptions::default())?;
+    let signed_by = &current.record.signed_by;
+    if !signed_by.is_empty() && found.signature != Checked::Trusted(signed_by.clone()) {
+        bail!(
+            "{} is not signed by the key that signed {} ({signed_by})",
+            found.record.id(),
+            current.id()
+        );
+    }
     if installed::compare_versions(&found.record.version, &current.record.version)
         != std::cmp::Ordering::Greater
     {
@@ -526,7 +543,7 @@ fn info(spec: &str, index: &IndexFlags) -> Result<i32> {
     let record = p
         .library
         .parent()
-        .filter(|d| d.join(installed::RECORD_FILE).is_file())
+        .filter(|d| installed::is_installed_dir(d))
         .map(Installed::read)
         .transpose()?;
     if let Some(i) = &record {

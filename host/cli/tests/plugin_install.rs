@@ -17,6 +17,8 @@ fn scratch_target() -> PathBuf {
 /// The binary run in `dir` with the installed-plugins directory `plugins`.
 fn host(dir: &Path, plugins: &Path, args: &[&str]) -> Output {
     host_command(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("OPENCLAW_PLUGIN_DIR", plugins)
         .env("CARGO_TARGET_DIR", scratch_target())
         .args(args)
@@ -27,6 +29,8 @@ fn host(dir: &Path, plugins: &Path, args: &[&str]) -> Output {
 /// [`host`] for crates of this workspace, which build in its own target folder.
 fn host_ws(dir: &Path, plugins: &Path, args: &[&str]) -> Output {
     host_command(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("OPENCLAW_PLUGIN_DIR", plugins)
         .args(args)
         .output()
@@ -67,6 +71,9 @@ fn refused(o: Output, expect: &str) {
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let o = Command::new("git")
+        // None of the developer's git settings (signing, line endings, URL rewrites).
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
         .args(["-c", "user.name=t", "-c", "user.email=t@example.org"])
         .args([
             "-c",
@@ -97,16 +104,16 @@ fn set_version(dir: &Path, from: &str, to: &str) {
     }
 }
 
-/// A plugin crate `greeter` (a loss, as `plugins new` writes it) in a git repository of its
+/// A plugin crate `name` (a loss, as `plugins new` writes it) in a git repository of its
 /// own, published as a bare repository; returns (working copy, bare repository).
-fn published_plugin(root: &Path, plugins: &Path) -> (PathBuf, PathBuf) {
+fn published_plugin(root: &Path, plugins: &Path, name: &str) -> (PathBuf, PathBuf) {
     std::fs::create_dir_all(root.join("src")).unwrap();
     ok(host(
         &root.join("src"),
         plugins,
-        &["plugins", "new", "greeter", "--kind", "loss"],
+        &["plugins", "new", name, "--kind", "loss"],
     ));
-    let work = root.join("src/greeter");
+    let work = root.join("src").join(name);
     // As a crate shared with others takes the API: by version, not by a path on one machine.
     let manifest = std::fs::read_to_string(work.join("Cargo.toml")).unwrap();
     let start = manifest.find("openclaw-plugin-api = ").unwrap();
@@ -122,9 +129,9 @@ fn published_plugin(root: &Path, plugins: &Path) -> (PathBuf, PathBuf) {
     std::fs::write(work.join("Cargo.toml"), manifest).unwrap();
     git(&work, &["init", "--quiet"]);
     git(&work, &["add", "."]);
-    git(&work, &["commit", "--quiet", "-m", "greeter 0.1.0"]);
+    git(&work, &["commit", "--quiet", "-m", "0.1.0"]);
     git(&work, &["tag", "v0.1.0"]);
-    let bare = root.join("greeter.git");
+    let bare = root.join(format!("{name}.git"));
     git(
         root,
         &[
@@ -146,7 +153,7 @@ fn a_plugin_from_git_is_found_by_name_anywhere_updated_pinned_and_removed() {
     // A folder outside the repository, with no plugin crates of its own.
     let elsewhere = tmp.path().join("elsewhere");
     std::fs::create_dir_all(&elsewhere).unwrap();
-    let (work, bare) = published_plugin(tmp.path(), &plugins);
+    let (work, bare) = published_plugin(tmp.path(), &plugins, "greeter");
     let url = format!("file://{}", bare.display());
 
     let out = ok(host(&elsewhere, &plugins, &["plugins", "install", &url]));
@@ -484,9 +491,9 @@ fn plugins_are_found_in_an_index_over_http_verified_installed_pinned_and_refused
     std::fs::create_dir_all(&www).unwrap();
     let elsewhere = tmp.path().join("elsewhere");
     std::fs::create_dir_all(&elsewhere).unwrap();
-    let (work, _) = published_plugin(tmp.path(), &plugins);
+    let (work, _) = published_plugin(tmp.path(), &plugins, "herald");
     // Served: the bare repository under www/, over dumb HTTP.
-    let bare = www.join("greeter.git");
+    let bare = www.join("herald.git");
     git(
         tmp.path(),
         &[
@@ -503,7 +510,7 @@ fn plugins_are_found_in_an_index_over_http_verified_installed_pinned_and_refused
     );
     git(&bare, &["update-server-info"]);
     let server = StaticServer::start(&www);
-    let git_url = format!("{}/greeter.git", server.url);
+    let git_url = format!("{}/herald.git", server.url);
     let index_file = www.join("index.toml");
     let index_url = format!("{}/index.toml", server.url);
 
@@ -531,7 +538,7 @@ fn plugins_are_found_in_an_index_over_http_verified_installed_pinned_and_refused
     };
     package(&["--key", key.to_str().unwrap()]);
     set_version(&work, "0.1.0", "0.2.0");
-    git(&work, &["commit", "--quiet", "-am", "greeter 0.2.0"]);
+    git(&work, &["commit", "--quiet", "-am", "herald 0.2.0"]);
     push(&work, &bare);
     package(&["--key", key.to_str().unwrap()]);
     let index = std::fs::read_to_string(&index_file).unwrap();
@@ -559,10 +566,10 @@ fn plugins_are_found_in_an_index_over_http_verified_installed_pinned_and_refused
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
         host(&elsewhere, &plugins, &a)
     };
-    let out = stdout(&run(with(&["plugins", "search", "greet"])));
+    let out = stdout(&run(with(&["plugins", "search", "herald"])));
     assert!(
         out.lines()
-            .any(|l| l.starts_with("greeter") && l.contains("0.2.0") && l.contains("yes")),
+            .any(|l| l.starts_with("herald") && l.contains("0.2.0") && l.contains("verified")),
         "{out}"
     );
     // Plain HTTP needs leave.
@@ -570,23 +577,23 @@ fn plugins_are_found_in_an_index_over_http_verified_installed_pinned_and_refused
         host(
             &elsewhere,
             &plugins,
-            &["plugins", "search", "greet", "--index", &index_url],
+            &["plugins", "search", "herald", "--index", &index_url],
         ),
         "is plain HTTP",
     );
 
-    let out = ok(run(with(&["plugins", "install", "greeter@0.1.0"])));
+    let out = ok(run(with(&["plugins", "install", "herald@0.1.0"])));
     assert!(
         out.contains("signature: verified with the trusted key RW"),
         "{out}"
     );
-    assert!(out.contains("installed greeter@0.1.0"), "{out}");
-    let out = ok(run(with(&["plugins", "install", "greeter"])));
-    assert!(out.contains("installed greeter@0.2.0"), "{out}");
+    assert!(out.contains("installed herald@0.1.0"), "{out}");
+    let out = ok(run(with(&["plugins", "install", "herald"])));
+    assert!(out.contains("installed herald@0.2.0"), "{out}");
     let out = ok(host(
         &elsewhere,
         &plugins,
-        &["plugins", "test", "greeter@0.1.0"],
+        &["plugins", "test", "herald@0.1.0"],
     ));
     assert!(out.contains(" 0 failed"), "{out}");
 
@@ -595,7 +602,7 @@ fn plugins_are_found_in_an_index_over_http_verified_installed_pinned_and_refused
     let o = host_command_home(&elsewhere)
         .env("OPENCLAW_PLUGIN_DIR", &plugins)
         .args(["run", "--plugin", "combine"])
-        .args(["--custom-loss-function-path", "greeter@0.1.0"])
+        .args(["--custom-loss-function-path", "herald@0.1.0"])
         .args(["--max-steps", "2", "--port", "0", "--save-dir", "ckpt"])
         .output()
         .unwrap();
@@ -604,14 +611,14 @@ fn plugins_are_found_in_an_index_over_http_verified_installed_pinned_and_refused
         std::fs::read_to_string(elsewhere.join("ckpt/checkpoint-latest/openclaw-plugins.lock"))
             .unwrap();
     assert!(
-        lock.contains("name = \"greeter\"\nversion = \"0.1.0\""),
+        lock.contains("name = \"herald\"\nversion = \"0.1.0\""),
         "{lock}"
     );
     assert!(lock.contains(&git_url), "{lock}");
 
     // Update from the index: a third version, published and yanked, is not taken.
     set_version(&work, "0.2.0", "0.3.0");
-    git(&work, &["commit", "--quiet", "-am", "greeter 0.3.0"]);
+    git(&work, &["commit", "--quiet", "-am", "herald 0.3.0"]);
     push(&work, &bare);
     package(&["--key", key.to_str().unwrap()]);
     ok(host(
@@ -620,26 +627,26 @@ fn plugins_are_found_in_an_index_over_http_verified_installed_pinned_and_refused
         &[
             "plugins",
             "yank",
-            "greeter@0.3.0",
+            "herald@0.3.0",
             "--index-file",
             index_file.to_str().unwrap(),
             "--key",
             key.to_str().unwrap(),
         ],
     ));
-    let out = ok(run(with(&["plugins", "update", "greeter"])));
+    let out = ok(run(with(&["plugins", "update", "herald"])));
     assert!(out.contains("0.2.0 is the newest version"), "{out}");
     refused(
-        run(with(&["plugins", "install", "greeter@0.3.0"])),
-        "greeter@0.3.0 is yanked (withdrawn by its publisher); --allow-yanked installs it anyway",
+        run(with(&["plugins", "install", "herald@0.3.0"])),
+        "herald@0.3.0 is yanked (withdrawn by its publisher); --allow-yanked installs it anyway",
     );
     let out = ok(run(with(&[
         "plugins",
         "install",
-        "greeter@0.3.0",
+        "herald@0.3.0",
         "--allow-yanked",
     ])));
-    assert!(out.contains("installed greeter@0.3.0"), "{out}");
+    assert!(out.contains("installed herald@0.3.0"), "{out}");
 
     // Refusals, each naming why. A record changed after it was signed:
     let signed = std::fs::read_to_string(&index_file).unwrap();
@@ -656,7 +663,7 @@ fn plugins_are_found_in_an_index_over_http_verified_installed_pinned_and_refused
     )
     .unwrap();
     refused(
-        run(with(&["plugins", "install", "greeter@0.1.0", "--force"])),
+        run(with(&["plugins", "install", "herald@0.1.0", "--force"])),
         "its signature does not verify with any trusted key",
     );
     // An unsigned record under --only-signed, and its checksum tampered without it:
@@ -668,8 +675,8 @@ fn plugins_are_found_in_an_index_over_http_verified_installed_pinned_and_refused
     assert!(!unsigned.contains("untrusted comment"), "{unsigned}");
     std::fs::write(&index_file, &unsigned).unwrap();
     refused(
-        run(with(&["plugins", "install", "greeter@0.1.0", "--force"])),
-        "greeter@0.1.0 in the index",
+        run(with(&["plugins", "install", "herald@0.1.0", "--force"])),
+        "herald@0.1.0 in the index",
     );
     let first_sum = unsigned
         .lines()
@@ -689,7 +696,7 @@ fn plugins_are_found_in_an_index_over_http_verified_installed_pinned_and_refused
             &[
                 "plugins",
                 "install",
-                "greeter@0.1.0",
+                "herald@0.1.0",
                 "--force",
                 "--index",
                 &index_url,
@@ -711,7 +718,7 @@ fn plugins_are_found_in_an_index_over_http_verified_installed_pinned_and_refused
             &[
                 "plugins",
                 "install",
-                "greeter@0.1.0",
+                "herald@0.1.0",
                 "--force",
                 "--index",
                 &index_url,
@@ -719,7 +726,7 @@ fn plugins_are_found_in_an_index_over_http_verified_installed_pinned_and_refused
             ],
         ),
         &format!(
-            "greeter@0.1.0 loads under plugin API >=2.0, <3, and this host has plugin API {}",
+            "herald@0.1.0 loads under plugin API >=2.0, <3, and this host has plugin API {}",
             openclaw_plugin_api::API_VERSION
         ),
     );
@@ -728,14 +735,10 @@ fn plugins_are_found_in_an_index_over_http_verified_installed_pinned_and_refused
     let out = ok(host(
         &elsewhere,
         &plugins,
-        &["plugins", "info", "greeter@0.2.0"],
+        &["plugins", "info", "herald@0.2.0"],
     ));
     assert!(out.contains("version:     0.2.0"), "{out}");
-    ok(host(
-        &elsewhere,
-        &plugins,
-        &["plugins", "remove", "greeter"],
-    ));
+    ok(host(&elsewhere, &plugins, &["plugins", "remove", "herald"]));
     let out = ok(host(
         &elsewhere,
         &plugins,
@@ -785,20 +788,33 @@ fn the_repositorys_index_lists_every_plugin_at_its_committed_tree() {
             "https://github.com/openclaw-host/openclaw-host.git"
         );
         assert!(r.supports_api(openclaw_plugin_api::API_VERSION).unwrap());
-        // The committed folder, as a clone of this commit holds it.
-        let tar = Command::new("git")
-            .args(["archive", "--format=tar"])
-            .arg(format!("HEAD:{}", r.source.subdir))
+        // The folder as a clone of this commit holds it.
+        let sum = openclaw_plugins::install::committed_tree_sha256(
+            &ws,
+            "HEAD",
+            &r.source.subdir,
+            tmp.path(),
+        )
+        .unwrap();
+        // The commit the record names holds the same folder, where this clone has it (a
+        // shallow clone may not).
+        let has_rev = Command::new("git")
+            .args(["cat-file", "-e", &format!("{}^{{commit}}", r.source.rev)])
             .current_dir(&ws)
-            .output()
-            .unwrap();
-        assert!(
-            tar.status.success(),
-            "{}",
-            String::from_utf8_lossy(&tar.stderr)
-        );
-        let unpacked = openclaw_marketplace::archive::unpack_tar(tar.stdout.as_slice()).unwrap();
-        let sum = openclaw_plugins::installed::tree_sha256(unpacked.path()).unwrap();
+            .status()
+            .unwrap()
+            .success();
+        if has_rev {
+            let tree = |rev: &str| {
+                let o = Command::new("git")
+                    .args(["rev-parse", &format!("{rev}:{}", r.source.subdir)])
+                    .current_dir(&ws)
+                    .output()
+                    .unwrap();
+                String::from_utf8_lossy(&o.stdout).trim().to_string()
+            };
+            assert_eq!(tree(&r.source.rev), tree("HEAD"), "{}", r.id());
+        }
         assert_eq!(
             sum, r.checksum,
             "{}: the committed {} differs from the index; run scripts/marketplace-index.sh and commit the index",

@@ -15,16 +15,14 @@ const MAX_ENTRIES: usize = 100_000;
 /// Unpacks a `.tar.gz` into a new temporary folder. Only plain files and folders with
 /// relative paths are accepted: an absolute path, `..`, a link or a device is refused, as is
 /// an archive that unpacks to more than 1 GiB or 100,000 entries.
-pub fn unpack(bytes: &[u8]) -> Result<tempfile::TempDir> {
-    unpack_tar(GzDecoder::new(bytes))
+pub fn unpack(bytes: &[u8], root: &Path) -> Result<tempfile::TempDir> {
+    unpack_tar(GzDecoder::new(bytes), root)
 }
 
-/// [`unpack`] for an uncompressed tar stream (what `git archive` writes).
-pub fn unpack_tar(reader: impl std::io::Read) -> Result<tempfile::TempDir> {
-    let dest = tempfile::Builder::new()
-        .prefix("openclaw-plugin-archive-")
-        .tempdir()
-        .context("cannot make a folder to unpack into")?;
+/// [`unpack`] for an uncompressed tar stream, into a private folder under the
+/// installed-plugins directory `root`.
+pub fn unpack_tar(reader: impl std::io::Read, root: &Path) -> Result<tempfile::TempDir> {
+    let dest = openclaw_plugins::install::scratch(root, "archive-")?;
     let mut ar = Archive::new(reader);
     let (mut total, mut count) = (0u64, 0usize);
     for entry in ar.entries().context("not a .tar.gz")? {
@@ -59,8 +57,8 @@ pub fn unpack_tar(reader: impl std::io::Read) -> Result<tempfile::TempDir> {
     Ok(dest)
 }
 
-/// Writes the files of a crate's tree (as `tree_sha256` counts them: no `target/`, hidden
-/// entries or `Cargo.lock`) into a `.tar.gz` at `out`, under `prefix/`, with fixed times and
+/// Writes the files of a crate's tree (as `tree_sha256` counts them: all but the top-level
+/// `.git/` and `target/`) into a `.tar.gz` at `out`, under `prefix/`, with fixed times and
 /// owners so the same tree gives the same bytes.
 pub fn pack(dir: &Path, prefix: &str, out: &Path) -> Result<()> {
     let mut files = Vec::new();
@@ -92,7 +90,7 @@ fn collect(root: &Path, rel: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
         let name = e.file_name();
         let s = name.to_string_lossy();
         let top = rel.as_os_str().is_empty();
-        if s.starts_with('.') || (top && (s == "target" || s == "Cargo.lock")) {
+        if top && (s == ".git" || s == "target") {
             continue;
         }
         let kind = e.file_type()?;
@@ -129,7 +127,8 @@ mod tests {
         pack(src.path(), "p", &a).unwrap();
         pack(src.path(), "p", &b).unwrap();
         assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
-        let unpacked = unpack(&std::fs::read(&a).unwrap()).unwrap();
+        let scratch = tempfile::tempdir().unwrap();
+        let unpacked = unpack(&std::fs::read(&a).unwrap(), scratch.path()).unwrap();
         assert_eq!(
             openclaw_plugins::installed::tree_sha256(&unpacked.path().join("p")).unwrap(),
             openclaw_plugins::installed::tree_sha256(src.path()).unwrap()
@@ -157,11 +156,11 @@ mod tests {
             tar.append(&h, data).unwrap();
             tar.into_inner().unwrap().finish().unwrap()
         };
-        let e = unpack(&hostile("../evil", EntryType::Regular)).unwrap_err();
+        let e = unpack(&hostile("../evil", EntryType::Regular), scratch.path()).unwrap_err();
         assert!(format!("{e:#}").contains("outside its folder"), "{e:#}");
-        let e = unpack(&hostile("/etc/evil", EntryType::Regular)).unwrap_err();
+        let e = unpack(&hostile("/etc/evil", EntryType::Regular), scratch.path()).unwrap_err();
         assert!(format!("{e:#}").contains("outside its folder"), "{e:#}");
-        let e = unpack(&hostile("link", EntryType::Symlink)).unwrap_err();
+        let e = unpack(&hostile("link", EntryType::Symlink), scratch.path()).unwrap_err();
         assert!(format!("{e:#}").contains("only files and folders"), "{e:#}");
     }
 }

@@ -147,15 +147,16 @@ impl Record {
         format!("{}@{}", self.name, self.version)
     }
 
-    /// The bytes a signature covers: the record as this host writes it, without its
-    /// signature. Field order and spelling in the index file do not matter, and a field a
-    /// signer did not see cannot be added (unknown fields are refused).
+    /// The bytes a signature covers: a fixed first line, then the record without its
+    /// signature as compact JSON, fields in their declared order. Field order and spelling in
+    /// the index file do not matter, a field a signer did not see cannot be added (unknown
+    /// fields are refused), and the bytes do not depend on a TOML writer's version.
     pub fn signed_bytes(&self) -> Vec<u8> {
         let mut unsigned = self.clone();
         unsigned.signature.clear();
-        toml::to_string(&unsigned)
-            .expect("a record serialises")
-            .into_bytes()
+        let mut out = b"openclaw-host index record 1\n".to_vec();
+        out.extend(serde_json::to_vec(&unsigned).expect("a record serialises"));
+        out
     }
 
     /// Whether it loads under plugin API `api`.
@@ -194,12 +195,19 @@ impl Record {
                 );
             }
         }
-        if self.checksum.len() != 64 || !self.checksum.bytes().all(|b| b.is_ascii_hexdigit()) {
-            bail!("checksum is not a SHA-256 in hex (64 digits)");
+        let lower_hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+        if self.checksum.len() != 64 || !self.checksum.bytes().all(lower_hex) {
+            bail!("checksum is not a SHA-256 in lower-case hex (64 digits)");
         }
         let kind = self.source.kind()?;
         if kind == SourceKind::Git && self.source.rev.is_empty() {
             bail!("a git source needs `rev` (the commit to build)");
+        }
+        if kind == SourceKind::Git && !openclaw_plugins::install::is_commit_id(&self.source.rev) {
+            bail!(
+                "`rev` {} is not a full commit id: a branch or tag can move, a commit cannot",
+                self.source.rev
+            );
         }
         if kind == SourceKind::Library && self.target.is_empty() {
             bail!("a library source needs `target` (the triple it was built for)");
@@ -254,6 +262,46 @@ impl Index {
             }
         }
         Ok(index)
+    }
+
+    /// Reads an index from elsewhere for installing from it: a record that cannot be read or
+    /// fails its checks (a newer host's field, a bad checksum) is left out and named in the
+    /// second value, so one bad record does not take the others with it.
+    pub fn parse_lenient(text: &str, origin: &str) -> Result<(Index, Vec<String>)> {
+        #[derive(Deserialize)]
+        struct Loose {
+            format: u32,
+            #[serde(default)]
+            plugin: Vec<toml::Value>,
+        }
+        let loose: Loose = toml::from_str(text)
+            .map_err(|e| anyhow!("index {origin}: {}", e.message().trim().replace('\n', " ")))?;
+        if loose.format != FORMAT {
+            bail!(
+                "index {origin} has format {}, and this host reads format {FORMAT}",
+                loose.format
+            );
+        }
+        let mut index = Index::new();
+        let mut skipped = Vec::new();
+        for (i, value) in loose.plugin.into_iter().enumerate() {
+            let read = Record::deserialize(value)
+                .map_err(|e| anyhow!("{}", e.message().trim()))
+                .and_then(|r| r.check().map(|()| r));
+            match read {
+                Ok(r)
+                    if index
+                        .records
+                        .iter()
+                        .any(|o| o.name == r.name && o.version == r.version) =>
+                {
+                    skipped.push(format!("{} is listed twice; the first is kept", r.id()))
+                }
+                Ok(r) => index.records.push(r),
+                Err(e) => skipped.push(format!("record {}: {e:#}", i + 1)),
+            }
+        }
+        Ok((index, skipped))
     }
 
     /// An empty index.
@@ -347,6 +395,8 @@ pub(crate) mod tests {
         );
         bad(|r| r.checksum = "12".into(), "not a SHA-256");
         bad(|r| r.source.rev.clear(), "needs `rev`");
+        bad(|r| r.source.rev = "main".into(), "not a full commit id");
+        bad(|r| r.checksum = "AB".repeat(32), "lower-case hex");
         bad(
             |r| r.source.archive = "x.tar.gz".into(),
             "more than one of git, archive, library",
@@ -367,6 +417,16 @@ pub(crate) mod tests {
         assert!(format!("{e}").contains("format 2"), "{e}");
         let e = Index::parse("format = 1\nsurprise = 1\n", "t").unwrap_err();
         assert!(format!("{e}").contains("surprise"), "{e}");
+
+        // Read for installing, a bad record is left out and named; the others stay.
+        let mut mixed = Index::new();
+        mixed.put(record("good", "1.0.0"));
+        let mut text = mixed.to_toml();
+        text.push_str("\n[[plugin]]\nname = \"new\"\nfrom_a_newer_host = 1\n");
+        let (read, skipped) = Index::parse_lenient(&text, "t").unwrap();
+        assert_eq!(read.records.len(), 1);
+        assert_eq!(skipped.len(), 1);
+        assert!(skipped[0].contains("record 2"), "{skipped:?}");
     }
 
     #[test]

@@ -65,7 +65,17 @@ impl Marketplace {
                 .with_context(|| format!("reading the index {at}"))?;
             let text = String::from_utf8(bytes)
                 .map_err(|_| anyhow!("the index {at} is not UTF-8 text"))?;
-            indexes.push((loc, Index::parse(&text, at)?));
+            let (index, skipped) = Index::parse_lenient(&text, at)?;
+            for s in skipped {
+                tracing::warn!("index {at}: left out {s}");
+            }
+            // A local index is named by its absolute path, so the record kept with an
+            // installed plugin finds it again from any folder.
+            let loc = match loc {
+                Location::Path(p) => Location::Path(std::path::absolute(&p).unwrap_or(p)),
+                url => url,
+            };
+            indexes.push((loc, index));
         }
         Ok(Marketplace { settings, indexes })
     }
@@ -100,14 +110,21 @@ impl Marketplace {
     /// pick: not yanked unless allowed, loading under this host's plugin API, and signed by a
     /// trusted key when only signed records are accepted. Each refusal names its reason.
     pub fn choose(&self, name: &str, wanted: Option<&str>, opts: ChooseOptions) -> Result<Found> {
+        // The first index that lists a name owns it: a later index cannot shadow a plugin
+        // with a higher version.
         let mut all: Vec<(&Location, &Record)> = Vec::new();
-        for (loc, index) in &self.indexes {
-            for r in index.records.iter().filter(|r| r.name == name) {
-                // The first index that lists a version wins.
-                if !all.iter().any(|(_, o)| o.version == r.version) {
-                    all.push((loc, r));
-                }
-            }
+        if let Some((loc, index)) = self
+            .indexes
+            .iter()
+            .find(|(_, i)| i.records.iter().any(|r| r.name == name))
+        {
+            all.extend(
+                index
+                    .records
+                    .iter()
+                    .filter(|r| r.name == name)
+                    .map(|r| (loc, r)),
+            );
         }
         if all.is_empty() {
             bail!(
@@ -131,7 +148,8 @@ impl Marketplace {
         let mut matching = Vec::new();
         for (loc, r) in &all {
             let hit = match wanted {
-                None => true,
+                // With no version asked for, a pre-release is not the newest.
+                None => semver::Version::parse(&r.version).is_ok_and(|v| v.pre.is_empty()),
                 Some(w) => installed::version_matches(&r.version, w)?,
             };
             if hit {
@@ -193,6 +211,13 @@ impl Marketplace {
         })
     }
 
+    /// Whether an index lists a plugin of this name.
+    pub fn lists(&self, name: &str) -> bool {
+        self.indexes
+            .iter()
+            .any(|(_, i)| i.records.iter().any(|r| r.name == name))
+    }
+
     fn index_names(&self) -> String {
         self.indexes
             .iter()
@@ -206,6 +231,11 @@ impl Marketplace {
     /// record names.
     pub fn install(&self, root: &Path, found: &Found, force: bool) -> Result<Installed> {
         let r = &found.record;
+        let signed_by = match &found.signature {
+            Checked::Trusted(key) => key.clone(),
+            _ => String::new(),
+        };
+        let expect = Some((r.name.clone(), r.version.clone()));
         if r.kinds.iter().any(|k| k == "data") {
             bail!(
                 "{} is a data package (a task set); this host does not install data packages yet: fetch {} by hand",
@@ -217,9 +247,12 @@ impl Marketplace {
         let index = found.index.display();
         let done = match r.source.kind()? {
             SourceKind::Git => {
-                if r.source.git.starts_with("http://") && !policy.allow_http {
+                let plain = ["http://", "git://"]
+                    .iter()
+                    .any(|p| r.source.git.starts_with(p));
+                if plain && !policy.allow_http {
                     bail!(
-                        "{}: its git source {} is plain HTTP; --allow-http permits it",
+                        "{}: its git source {} is not encrypted; --allow-http permits it",
                         r.id(),
                         r.source.git
                     );
@@ -230,6 +263,8 @@ impl Marketplace {
                     subdir: r.source.subdir.clone(),
                     expect_source_sha256: r.checksum.clone(),
                     index: index.clone(),
+                    signed_by: signed_by.clone(),
+                    expect: expect.clone(),
                 };
                 let from = InstallFrom::Git {
                     url: r.source.git.clone(),
@@ -241,7 +276,7 @@ impl Marketplace {
             SourceKind::Archive => {
                 let at = found.index.join(&r.source.archive);
                 let bytes = self.fetch_checked(&at, r)?;
-                let unpacked = archive::unpack(&bytes)
+                let unpacked = archive::unpack(&bytes, root)
                     .with_context(|| format!("{}: the archive {}", r.id(), at.display()))?;
                 let dir = installer::crate_in_repository(
                     unpacked.path(),
@@ -251,6 +286,8 @@ impl Marketplace {
                 let opts = InstallOptions {
                     force,
                     index: index.clone(),
+                    signed_by: signed_by.clone(),
+                    expect: expect.clone(),
                     ..Default::default()
                 };
                 let source = Source::Archive {
@@ -270,7 +307,7 @@ impl Marketplace {
                 }
                 let at = found.index.join(&r.source.library);
                 let bytes = self.fetch_checked(&at, r)?;
-                let tmp = tempfile::tempdir()?;
+                let tmp = installer::scratch(root, "lib-")?;
                 let file = tmp.path().join(format!(
                     "{}{}{}",
                     std::env::consts::DLL_PREFIX,
@@ -287,6 +324,8 @@ impl Marketplace {
                         toolchain: String::new(),
                         plugin_toml: None,
                         index: index.clone(),
+                        signed_by: signed_by.clone(),
+                        expect: expect.clone(),
                     },
                     force,
                 )?

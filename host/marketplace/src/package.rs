@@ -81,50 +81,36 @@ pub fn package(dir: &Path, opts: &PackageOptions) -> Result<Record> {
             } else {
                 url.clone()
             };
-            let rev = if rev.is_empty() {
-                // Untracked files are not asked about: a build writes Cargo.lock, and the
-                // checksum below is of the commit's files alone.
-                let dirty = git(&["status", "--porcelain", "--untracked-files=no", "--", "."])?;
-                if !dirty.is_empty() {
-                    bail!(
-                        "{} has changes not committed; the record pins a commit, so commit them first (or give --rev)",
-                        dir.display()
-                    );
-                }
-                git(&["rev-parse", "HEAD"])?
-            } else {
-                rev.clone()
-            };
+            let asked = if rev.is_empty() { "HEAD" } else { rev.as_str() };
+            // The record pins a commit: a branch or tag can move.
+            let rev = git(&["rev-parse", "--verify", &format!("{asked}^{{commit}}")])
+                .map_err(|_| anyhow!("{} has no commit `{asked}`", dir.display()))?;
+            // The checks ran on the working tree: it must hold what the commit holds.
+            let same = Command::new("git")
+                .args(["diff", "--quiet", &rev, "--", "."])
+                .current_dir(dir)
+                .status()
+                .context("running git diff")?;
+            if !same.success() {
+                bail!(
+                    "{} differs from commit {}: commit the changes (the record names that commit's files), or check out the commit",
+                    dir.display(),
+                    &rev[..12]
+                );
+            }
             let subdir = git(&["rev-parse", "--show-prefix"])?
                 .trim_end_matches('/')
                 .to_string();
-            // The sum of the commit's tree, as a clone of it holds it.
-            let tree = if subdir.is_empty() {
-                rev.clone()
-            } else {
-                format!("{rev}:{subdir}")
-            };
-            // From the top level: there a `rev:path` names the path from the repository root.
             let top = git(&["rev-parse", "--show-toplevel"])?;
-            let tar = Command::new("git")
-                .args(["archive", "--format=tar", &tree])
-                .current_dir(&top)
-                .output()
-                .context("running git archive")?;
-            if !tar.status.success() {
-                bail!(
-                    "git archive {tree} in {}: {}",
-                    dir.display(),
-                    String::from_utf8_lossy(&tar.stderr).trim()
-                );
-            }
-            let unpacked = archive::unpack_tar(tar.stdout.as_slice())?;
-            if !unpacked.path().join("plugin.toml").is_file() {
-                bail!(
-                    "{tree} holds no plugin.toml: commit the crate first (the record names that commit's files)"
-                );
-            }
-            record.checksum = installed::tree_sha256(unpacked.path())?;
+            // The sum of the folder as a clone of the commit holds it, which is what an
+            // installer sums.
+            let scratch = openclaw_plugins::installed::plugin_dir();
+            record.checksum = openclaw_plugins::install::committed_tree_sha256(
+                Path::new(&top),
+                &rev,
+                &subdir,
+                &scratch,
+            )?;
             record.source = RecordSource {
                 git: url,
                 rev,

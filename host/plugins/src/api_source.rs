@@ -50,21 +50,51 @@ pub fn materialise(root: &Path) -> Result<PathBuf> {
 }
 
 /// Whether the crate whose manifest is `doc` takes `openclaw-plugin-api` by version (from a
-/// registry) rather than by path or from its workspace.
-pub fn wants_patch(doc: &toml::Table) -> bool {
-    let Some(dep) = doc
-        .get("dependencies")
-        .and_then(|d| d.get("openclaw-plugin-api"))
-    else {
-        return false;
-    };
-    match dep {
-        toml::Value::String(_) => true,
-        toml::Value::Table(t) => {
-            !t.contains_key("path") && !t.contains_key("workspace") && !t.contains_key("git")
-        }
-        _ => false,
+/// registry) rather than by path, from git or from its workspace, in any of its dependency
+/// tables, under its own name or renamed. A version this host's API does not meet is an error:
+/// cargo would otherwise look for it on crates.io, where the name is not this project's.
+pub fn wants_patch(doc: &toml::Table) -> Result<bool> {
+    let mut tables: Vec<&toml::Table> = Vec::new();
+    for key in ["dependencies", "build-dependencies"] {
+        tables.extend(doc.get(key).and_then(|t| t.as_table()));
     }
+    if let Some(targets) = doc.get("target").and_then(|t| t.as_table()) {
+        for t in targets.values().filter_map(|t| t.as_table()) {
+            for key in ["dependencies", "build-dependencies"] {
+                tables.extend(t.get(key).and_then(|t| t.as_table()));
+            }
+        }
+    }
+    let mut wants = false;
+    for table in tables {
+        for (name, dep) in table {
+            let package = dep.get("package").and_then(|p| p.as_str()).unwrap_or(name);
+            if package != "openclaw-plugin-api" {
+                continue;
+            }
+            let version = match dep {
+                toml::Value::String(v) => v.as_str(),
+                toml::Value::Table(t)
+                    if !t.contains_key("path")
+                        && !t.contains_key("workspace")
+                        && !t.contains_key("git") =>
+                {
+                    t.get("version").and_then(|v| v.as_str()).unwrap_or("*")
+                }
+                _ => continue,
+            };
+            let req = semver::VersionReq::parse(version)
+                .with_context(|| format!("openclaw-plugin-api = \"{version}\""))?;
+            let api = semver::Version::parse(openclaw_plugin_api::API_VERSION)?;
+            if !req.matches(&api) {
+                anyhow::bail!(
+                    "the crate asks for openclaw-plugin-api {version}, and this host carries plugin API {api}"
+                );
+            }
+            wants = true;
+        }
+    }
+    Ok(wants)
 }
 
 /// The `--config` argument that points `openclaw-plugin-api` from crates.io at `dir`.
@@ -94,15 +124,36 @@ mod tests {
         let b = materialise(d.path()).unwrap();
         assert_eq!(a, b);
         assert!(a.join("src/export.rs").is_file());
-        let by_version: toml::Table =
-            toml::from_str("[dependencies]\nopenclaw-plugin-api = \"1.4\"\n").unwrap();
-        assert!(wants_patch(&by_version));
+        let api = semver::Version::parse(openclaw_plugin_api::API_VERSION).unwrap();
+        let by_version: toml::Table = toml::from_str(&format!(
+            "[dependencies]\nopenclaw-plugin-api = \"{}.{}\"\n",
+            api.major, api.minor
+        ))
+        .unwrap();
+        assert!(wants_patch(&by_version).unwrap());
+        let renamed: toml::Table = toml::from_str(&format!(
+            "[target.'cfg(unix)'.dependencies]\napi = {{ package = \"openclaw-plugin-api\", version = \"{}\" }}\n",
+            api.major
+        ))
+        .unwrap();
+        assert!(wants_patch(&renamed).unwrap());
+        let newer: toml::Table = toml::from_str(&format!(
+            "[dependencies]\nopenclaw-plugin-api = \"{}.{}\"\n",
+            api.major,
+            api.minor + 1
+        ))
+        .unwrap();
+        let e = wants_patch(&newer).unwrap_err();
+        assert!(
+            format!("{e}").contains("this host carries plugin API"),
+            "{e}"
+        );
         let by_path: toml::Table =
             toml::from_str("[dependencies]\nopenclaw-plugin-api = { path = \"../api\" }\n")
                 .unwrap();
-        assert!(!wants_patch(&by_path));
+        assert!(!wants_patch(&by_path).unwrap());
         let ws: toml::Table =
             toml::from_str("[dependencies]\nopenclaw-plugin-api.workspace = true\n").unwrap();
-        assert!(!wants_patch(&ws));
+        assert!(!wants_patch(&ws).unwrap());
     }
 }

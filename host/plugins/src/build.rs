@@ -85,7 +85,9 @@ impl CrateLibrary {
                 manifest.display()
             );
         }
-        let api_patch = if super::api_source::wants_patch(&doc) {
+        let api_patch = if super::api_source::wants_patch(&doc)
+            .with_context(|| format!("{}", manifest.display()))?
+        {
             Some(super::api_source::materialise(
                 &super::installed::plugin_dir(),
             )?)

@@ -43,6 +43,11 @@ pub struct InstallOptions {
     pub expect_source_sha256: String,
     /// The index that listed it, recorded with the installed version.
     pub index: String,
+    /// The trusted key that verified the index record, recorded with the installed version.
+    pub signed_by: String,
+    /// The name and version an index record says it is: a crate or library that says
+    /// otherwise is refused before it is built or written.
+    pub expect: Option<(String, String)>,
 }
 
 /// Reads what `plugins install` was given: a `.so` file, a git URL, a crate directory, or the
@@ -126,6 +131,8 @@ pub fn install(root: &Path, from: &InstallFrom, opts: &InstallOptions) -> Result
                     toolchain: String::new(),
                     plugin_toml: None,
                     index: opts.index.clone(),
+                    signed_by: opts.signed_by.clone(),
+                    expect: opts.expect.clone(),
                 },
                 opts.force,
             )
@@ -141,7 +148,7 @@ pub fn install(root: &Path, from: &InstallFrom, opts: &InstallOptions) -> Result
             reference,
             subdir,
         } => {
-            let checkout = clone(url, reference)?;
+            let checkout = clone(url, reference, root)?;
             let dir = crate_in_repository(checkout.path(), subdir, url)?;
             let commit = git_output(checkout.path(), &["rev-parse", "HEAD"])?;
             let subdir = dir
@@ -171,6 +178,15 @@ pub fn install_crate(
     let force = opts.force;
     let toolchain = toolchain()?;
     let toml = PluginToml::read(dir)?;
+    if let Some((n, v)) = &opts.expect {
+        if (n, v) != (&toml.name, &toml.version) {
+            bail!(
+                "the index lists {n}@{v}, and its source holds {}@{}; nothing was built or installed",
+                toml.name,
+                toml.version
+            );
+        }
+    }
     installed::check_component("name", &toml.name)?;
     installed::check_component("version", &toml.version)?;
     let dest = root.join(&toml.name).join(&toml.version);
@@ -197,8 +213,8 @@ pub fn install_crate(
     let krate = CrateLibrary::locate(dir)?;
     // Always built, not taken as it lies: the library installed is the one these sources make.
     let library = krate.build()?;
-    // Loads it and checks it against its plugin.toml (name, version, kinds).
-    LoadedPlugin::open(dir)?;
+    // The library just built, checked against its plugin.toml (name, version, kinds).
+    LoadedPlugin::load_library(&library, Some(dir.to_path_buf()))?.check_against(&toml)?;
     installed::install_library(
         root,
         &library,
@@ -208,6 +224,8 @@ pub fn install_crate(
             toolchain,
             plugin_toml: Some(dir.join("plugin.toml")),
             index: opts.index.clone(),
+            signed_by: opts.signed_by.clone(),
+            expect: opts.expect.clone(),
         },
         force,
     )
@@ -237,12 +255,30 @@ pub fn toolchain() -> Result<String> {
     Ok(text.lines().next().unwrap_or("").trim().to_string())
 }
 
-/// A temporary clone of a git repository at `reference` (the default branch when empty).
-fn clone(url: &str, reference: &str) -> Result<tempfile::TempDir> {
-    let tmp = tempfile::Builder::new()
-        .prefix("openclaw-plugin-src-")
-        .tempdir()
-        .context("cannot make a folder to clone into")?;
+/// A private folder for work in progress under the installed-plugins directory `root`:
+/// not the shared temporary folder, where cargo, looking upward for a workspace, could read
+/// another user's `Cargo.toml`.
+pub fn scratch(root: &Path, prefix: &str) -> Result<tempfile::TempDir> {
+    let parent = root.join(".build");
+    std::fs::create_dir_all(&parent)
+        .with_context(|| format!("cannot create {}", parent.display()))?;
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in(&parent)
+        .with_context(|| format!("cannot make a folder in {}", parent.display()))
+}
+
+/// Whether `s` is a full commit id (40 hex digits).
+pub fn is_commit_id(s: &str) -> bool {
+    s.len() == 40
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// A clone of a git repository at `reference` (the default branch when empty; a full commit
+/// id is that commit and nothing else), in a private folder under `root`.
+pub fn clone(url: &str, reference: &str, root: &Path) -> Result<tempfile::TempDir> {
+    let tmp = scratch(root, "src-")?;
     let status = Command::new("git")
         .args(["clone", "--quiet", "--no-checkout", "--", url])
         .arg(tmp.path())
@@ -266,8 +302,12 @@ fn clone(url: &str, reference: &str) -> Result<tempfile::TempDir> {
     if target.starts_with('-') {
         bail!("--rev `{reference}` is not a branch, tag or commit");
     }
-    // A branch by its remote name, else a tag or a commit.
-    let candidates = [format!("origin/{target}"), target.clone()];
+    // A full commit id is that commit; else a branch by its remote name, a tag or a commit.
+    let candidates = if is_commit_id(&target) {
+        vec![target.clone()]
+    } else {
+        vec![format!("origin/{target}"), target.clone()]
+    };
     let found = candidates.iter().find(|c| {
         Command::new("git")
             .args(["rev-parse", "--verify", "--quiet"])
@@ -293,7 +333,21 @@ fn clone(url: &str, reference: &str) -> Result<tempfile::TempDir> {
             first_line(&String::from_utf8_lossy(&out.stderr))
         );
     }
+    if is_commit_id(&target) && git_output(tmp.path(), &["rev-parse", "HEAD"])? != target {
+        bail!("{url}: the checkout is not commit {target}");
+    }
     Ok(tmp)
+}
+
+/// SHA-256 ([`installed::tree_sha256`]) of `subdir` of the repository `repo` at commit `rev`, as
+/// a clone of that commit holds it.
+pub fn committed_tree_sha256(repo: &Path, rev: &str, subdir: &str, root: &Path) -> Result<String> {
+    let checkout = clone(&repo.display().to_string(), rev, root)?;
+    let dir = checkout.path().join(subdir);
+    if !dir.join("plugin.toml").is_file() {
+        bail!("{rev} has no {subdir}/plugin.toml: commit the crate first");
+    }
+    installed::tree_sha256(&dir)
 }
 
 fn git_output(dir: &Path, args: &[&str]) -> Result<String> {
@@ -402,7 +456,7 @@ pub fn update(root: &Path, name: &str) -> Result<Updated> {
             subdir,
             ..
         } => {
-            let checkout = clone(url, reference)?;
+            let checkout = clone(url, reference, root)?;
             let dir = crate_in_repository(checkout.path(), subdir, url)?;
             let commit = git_output(checkout.path(), &["rev-parse", "HEAD"])?;
             let source = Source::Git {

@@ -143,6 +143,10 @@ pub struct InstallRecord {
     /// The index that listed it, when installed by name from one.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub index: String,
+    /// The trusted key that verified the index record's signature; an update must be signed
+    /// by it too.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub signed_by: String,
 }
 
 /// One installed version: its directory and its record.
@@ -167,6 +171,18 @@ impl Installed {
                 e.message().trim().replace('\n', " ")
             )
         })?;
+        let plain = Path::new(&record.library)
+            .components()
+            .map(|c| matches!(c, std::path::Component::Normal(_)))
+            .collect::<Vec<_>>()
+            == [true];
+        if !plain {
+            bail!(
+                "{}: library `{}` is not a file name in its folder",
+                path.display(),
+                record.library
+            );
+        }
         Ok(Installed {
             dir: dir.to_path_buf(),
             record,
@@ -216,6 +232,18 @@ impl Installed {
             );
         }
         Ok(plugin)
+    }
+}
+
+/// Whether `dir` is a version folder of the installed-plugins directory (a folder elsewhere
+/// with an `install.toml` in it is not taken for one).
+pub fn is_installed_dir(dir: &Path) -> bool {
+    if !dir.join(RECORD_FILE).is_file() {
+        return false;
+    }
+    match (dir.canonicalize(), plugin_dir().canonicalize()) {
+        (Ok(d), Ok(root)) => d.parent().and_then(Path::parent) == Some(root.as_path()),
+        _ => false,
     }
 }
 
@@ -357,6 +385,11 @@ pub struct Provenance {
     pub plugin_toml: Option<PathBuf>,
     /// The index that listed it, when installed by name from one.
     pub index: String,
+    /// The trusted key that verified the index record.
+    pub signed_by: String,
+    /// The name and version an index record says it is: a library that says otherwise is
+    /// refused before anything is written.
+    pub expect: Option<(String, String)>,
 }
 
 /// Copies a built library into `root` as `<name>/<version>`, after loading it to check its ABI
@@ -370,6 +403,11 @@ pub fn install_library(
     let plugin = LoadedPlugin::load_library(library, None)?;
     let name = plugin.manifest.name.to_string();
     let version = plugin.manifest.version.to_string();
+    if let Some((n, v)) = &provenance.expect {
+        if (n, v) != (&name, &version) {
+            bail!("the index lists {n}@{v}, and its library is {name}@{version}; nothing was installed");
+        }
+    }
     check_component("name", &name)?;
     check_component("version", &version)?;
     let api = built_against(library)?;
@@ -420,6 +458,7 @@ pub fn install_library(
                 .map_or(0, |d| d.as_secs()),
             source: provenance.source.clone(),
             index: provenance.index.clone(),
+            signed_by: provenance.signed_by.clone(),
         };
         std::fs::write(staging.join(RECORD_FILE), toml::to_string(&record)?)
             .context("cannot write the install record")?;
@@ -436,8 +475,11 @@ pub fn install_library(
         std::fs::remove_dir_all(&dest)
             .with_context(|| format!("cannot replace {}", dest.display()))?;
     }
-    std::fs::rename(&staging, &dest)
-        .with_context(|| format!("cannot move the new version into {}", dest.display()))?;
+    if let Err(e) = std::fs::rename(&staging, &dest) {
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(e)
+            .with_context(|| format!("cannot move the new version into {}", dest.display()));
+    }
     Ok(Installed { dir: dest, record })
 }
 
@@ -511,10 +553,10 @@ pub fn file_sha256(path: &Path) -> Result<String> {
 }
 
 /// SHA-256 of a crate's source tree: each file's path relative to `dir` (with `/`), its length
-/// and its bytes, in path order. Build output (`target/`), hidden entries (`.git/`) and
-/// `Cargo.lock` (which a build may write) are left out, so the same sources give the same sum
-/// in a checkout, a git clone or an unpacked archive. A symbolic link is refused: what it
-/// points at is not part of the tree.
+/// and its bytes, in path order. Only the top-level `.git/` and `target/` (build output) are
+/// left out, so a checkout, a clone and an unpacked archive of the same files give the same
+/// sum, and every file cargo could read in the folder counts. A symbolic link is refused:
+/// what it points at is not part of the tree.
 pub fn tree_sha256(dir: &Path) -> Result<String> {
     let mut files = Vec::new();
     let mut stack = vec![PathBuf::new()];
@@ -526,10 +568,7 @@ pub fn tree_sha256(dir: &Path) -> Result<String> {
             let e = e.with_context(|| format!("cannot read {}", abs.display()))?;
             let name = e.file_name();
             let name_str = name.to_string_lossy();
-            if name_str.starts_with('.') || (rel.as_os_str().is_empty() && name_str == "target") {
-                continue;
-            }
-            if rel.as_os_str().is_empty() && name_str == "Cargo.lock" {
+            if rel.as_os_str().is_empty() && (name_str == ".git" || name_str == "target") {
                 continue;
             }
             let kind = e.file_type()?;
@@ -651,8 +690,14 @@ mod tests {
         std::fs::write(a.path().join("target/debug/x"), "built").unwrap();
         std::fs::create_dir_all(a.path().join(".git")).unwrap();
         std::fs::write(a.path().join(".git/HEAD"), "ref").unwrap();
-        std::fs::write(a.path().join("Cargo.lock"), "lock").unwrap();
         assert_eq!(tree_sha256(a.path()).unwrap(), before);
+        // A lock file or a hidden file is read by cargo: it counts.
+        std::fs::write(a.path().join("Cargo.lock"), "lock").unwrap();
+        assert_ne!(tree_sha256(a.path()).unwrap(), before);
+        std::fs::remove_file(a.path().join("Cargo.lock")).unwrap();
+        std::fs::write(a.path().join("src/.hidden.rs"), "x").unwrap();
+        assert_ne!(tree_sha256(a.path()).unwrap(), before);
+        std::fs::remove_file(a.path().join("src/.hidden.rs")).unwrap();
         std::fs::write(a.path().join("src/lib.rs"), "fn g() {}\n").unwrap();
         let edited = tree_sha256(a.path()).unwrap();
         assert_ne!(edited, before);

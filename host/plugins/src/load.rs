@@ -55,7 +55,7 @@ impl LoadedPlugin {
             }
             return Self::load_library(path, None);
         }
-        if path.join(super::installed::RECORD_FILE).is_file() {
+        if super::installed::is_installed_dir(path) {
             return super::installed::Installed::read(path)?.open();
         }
         if !path.exists() && path.is_absolute() {
@@ -127,7 +127,7 @@ impl LoadedPlugin {
     }
 
     /// Checks the library's manifest against its crate's `plugin.toml`.
-    fn check_against(&self, toml: &PluginToml) -> Result<()> {
+    pub fn check_against(&self, toml: &PluginToml) -> Result<()> {
         let m = &self.manifest;
         if m.name.as_str() != toml.name {
             bail!(

@@ -2,7 +2,7 @@
 //! into each checkpoint, so a resumed run can say which of its plugins changed since.
 
 use super::build::CrateLibrary;
-use super::installed::{self, Installed, RECORD_FILE};
+use super::installed::{self, Installed};
 use super::load::LoadedPlugin;
 use super::manifest_file::PluginToml;
 use anyhow::{anyhow, Context, Result};
@@ -52,7 +52,7 @@ impl Locked {
         let installed_dir = plugin
             .library
             .parent()
-            .filter(|d| d.join(RECORD_FILE).is_file());
+            .filter(|d| installed::is_installed_dir(d));
         if let Some(dir) = installed_dir {
             return Ok(Self::of_installed(&Installed::read(dir)?));
         }
@@ -100,7 +100,7 @@ impl Locked {
     /// The entry of a plugin already loaded elsewhere in the process, from where it lies: an
     /// installed version directory, a crate directory (its built library), or a library file.
     pub fn at(path: &Path) -> Result<Locked> {
-        if path.join(RECORD_FILE).is_file() {
+        if installed::is_installed_dir(path) {
             return Ok(Self::of_installed(&Installed::read(path)?));
         }
         if path.is_dir() {

@@ -18,8 +18,14 @@ pub fn of_run(cfg: &RunConfig, plugins: &RunPlugins) -> Result<Lockfile> {
         .map(Locked::of)
         .collect::<Result<Vec<_>>>()?;
     if !cfg.env.is_empty() && cfg.env_pool_url.is_empty() {
-        let at = openclaw_episodes::setup::env_location(&cfg.env)?;
-        entries.push(Locked::at(&at)?);
+        // Best effort: `train` names an environment it does not load.
+        match openclaw_episodes::setup::env_location(&cfg.env).and_then(|at| Locked::at(&at)) {
+            Ok(entry) => entries.push(entry),
+            Err(e) => tracing::warn!(
+                "the plugin lockfile leaves out environment `{}`: {e:#}",
+                cfg.env
+            ),
+        }
     }
     Ok(Lockfile::new(entries))
 }

@@ -191,7 +191,7 @@ fn list_installed() -> Result<i32> {
 /// Whether `spec` names a plugin (`NAME` or `NAME@VERSION`) rather than a path, a library or
 /// a git URL.
 fn is_name(spec: &str) -> bool {
-    let (name, _) = installed::split_pinned(spec).unwrap_or((spec, ""));
+    let (name, _) = installed::name_and_version(spec);
     // `git@host:owner/repo` is a URL, and no name or version holds a `:`.
     !spec.contains('/')
         && !spec.contains(':')
@@ -207,10 +207,7 @@ fn install(
 ) -> Result<i32> {
     let root = installed::plugin_dir();
     if is_name(spec) {
-        let (name, version) = match installed::split_pinned(spec) {
-            Some((n, v)) => (n, Some(v)),
-            None => (spec, None),
-        };
+        let (name, version) = installed::name_and_version(spec);
         let settings = Settings::load(&index.flags())?;
         if !settings.indexes.is_empty() {
             let market = Marketplace::open(settings)?;
@@ -371,10 +368,7 @@ fn say_installed(i: &Installed) {
 
 fn remove(spec: &str) -> Result<i32> {
     let root = installed::plugin_dir();
-    let (name, version) = match installed::split_pinned(spec) {
-        Some((n, v)) => (n, Some(v)),
-        None => (spec, None),
-    };
+    let (name, version) = installed::name_and_version(spec);
     for i in installed::remove(&root, name, version)? {
         println!("removed {} ({})", i.id(), i.dir.display());
     }
@@ -518,10 +512,7 @@ fn info(spec: &str, index: &IndexFlags) -> Result<i32> {
             if settings.indexes.is_empty() {
                 return Err(e);
             }
-            let (name, version) = match installed::split_pinned(spec) {
-                Some((n, v)) => (n, Some(v)),
-                None => (spec, None),
-            };
+            let (name, version) = installed::name_and_version(spec);
             let market = Marketplace::open(settings)?;
             let found = market
                 .choose(name, version, ChooseOptions { allow_yanked: true })

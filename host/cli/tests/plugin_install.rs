@@ -93,6 +93,19 @@ fn git(dir: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
+/// Appends a byte to the library of the installed version in `dir`.
+fn change_library(dir: &Path) {
+    let lib = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "so"))
+        .expect("the installed library");
+    let mut bytes = std::fs::read(&lib).unwrap();
+    bytes.push(0);
+    std::fs::write(&lib, bytes).unwrap();
+}
+
 /// Sets the version of the scaffolded crate in `dir` (Cargo.toml and plugin.toml).
 fn set_version(dir: &Path, from: &str, to: &str) {
     for file in ["Cargo.toml", "plugin.toml"] {
@@ -225,15 +238,7 @@ fn a_plugin_from_git_is_found_by_name_anywhere_updated_pinned_and_removed() {
     );
 
     // A library changed after it was installed is refused when loaded.
-    let lib = std::fs::read_dir(plugins.join("greeter/0.2.0"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "so"))
-        .expect("the installed library");
-    let mut bytes = std::fs::read(&lib).unwrap();
-    bytes.push(0);
-    std::fs::write(&lib, bytes).unwrap();
+    change_library(&plugins.join("greeter/0.2.0"));
     refused(
         host(&elsewhere, &plugins, &["plugins", "info", "greeter"]),
         "has changed since it was installed",
@@ -409,15 +414,7 @@ fn a_run_outside_the_repository_uses_the_installed_method_and_locks_it() {
         &["env", "check", "toolcall@0.1.0", "--split", "test"],
     ));
     assert!(out.contains(" ok, 0 failed"), "{out}");
-    let lib = std::fs::read_dir(plugins.join("toolcall/0.1.0"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.extension().is_some_and(|e| e == "so"))
-        .unwrap();
-    let mut bytes = std::fs::read(&lib).unwrap();
-    bytes.push(0);
-    std::fs::write(&lib, bytes).unwrap();
+    change_library(&plugins.join("toolcall/0.1.0"));
     refused(
         host(
             &dir,

@@ -4,7 +4,7 @@
 use anyhow::{bail, Context, Result};
 use flate2::read::GzDecoder;
 use flate2::write::GzEncoder;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Component, Path};
 use tar::{Archive, EntryType};
 
 /// The most bytes an archive may unpack to.
@@ -61,14 +61,11 @@ pub fn unpack_tar(reader: impl std::io::Read, root: &Path) -> Result<tempfile::T
 /// `.git/` and `target/`) into a `.tar.gz` at `out`, under `prefix/`, with fixed times and
 /// owners so the same tree gives the same bytes.
 pub fn pack(dir: &Path, prefix: &str, out: &Path) -> Result<()> {
-    let mut files = Vec::new();
-    collect(dir, Path::new(""), &mut files)?;
-    files.sort();
     let file =
         std::fs::File::create(out).with_context(|| format!("cannot write {}", out.display()))?;
     let gz = GzEncoder::new(file, flate2::Compression::default());
     let mut tar = tar::Builder::new(gz);
-    for rel in files {
+    for (_, rel) in openclaw_plugins::installed::tree_files(dir)? {
         let bytes = std::fs::read(dir.join(&rel))?;
         let mut header = tar::Header::new_gnu();
         header.set_size(bytes.len() as u64);
@@ -80,32 +77,6 @@ pub fn pack(dir: &Path, prefix: &str, out: &Path) -> Result<()> {
         tar.append_data(&mut header, Path::new(prefix).join(&rel), bytes.as_slice())?;
     }
     tar.into_inner()?.finish()?;
-    Ok(())
-}
-
-fn collect(root: &Path, rel: &Path, out: &mut Vec<PathBuf>) -> Result<()> {
-    let abs = root.join(rel);
-    for e in std::fs::read_dir(&abs).with_context(|| format!("cannot read {}", abs.display()))? {
-        let e = e?;
-        let name = e.file_name();
-        let s = name.to_string_lossy();
-        let top = rel.as_os_str().is_empty();
-        if top && (s == ".git" || s == "target") {
-            continue;
-        }
-        let kind = e.file_type()?;
-        let child = rel.join(&name);
-        if kind.is_symlink() {
-            bail!(
-                "{} is a symbolic link; a package holds plain files only",
-                root.join(&child).display()
-            );
-        } else if kind.is_dir() {
-            collect(root, &child, out)?;
-        } else {
-            out.push(child);
-        }
-    }
     Ok(())
 }
 

@@ -13,7 +13,7 @@ pub mod settings;
 pub mod sign;
 
 use anyhow::{anyhow, bail, Context, Result};
-use fetch::{FetchPolicy, Location};
+use fetch::Location;
 use index::{Index, Record, SourceKind};
 use openclaw_plugin_api::API_VERSION;
 use openclaw_plugins::install::{self as installer, InstallFrom, InstallOptions};
@@ -363,14 +363,4 @@ impl Marketplace {
 pub fn sha256(bytes: &[u8]) -> String {
     use sha2::Digest;
     format!("{:x}", sha2::Sha256::digest(bytes))
-}
-
-/// Where `FetchPolicy` comes from, for callers that hold only settings.
-impl Settings {
-    /// What may be fetched.
-    pub fn policy(&self) -> FetchPolicy {
-        FetchPolicy {
-            allow_http: self.allow_http,
-        }
-    }
 }

@@ -116,6 +116,15 @@ impl Settings {
     }
 }
 
+impl Settings {
+    /// What may be fetched under these settings.
+    pub fn policy(&self) -> crate::fetch::FetchPolicy {
+        crate::fetch::FetchPolicy {
+            allow_http: self.allow_http,
+        }
+    }
+}
+
 /// A key as written: its base64 form, or a path to a minisign `.pub` file.
 fn key_or_file(k: &str, base: Option<&Path>) -> Result<String> {
     let as_path = match base {

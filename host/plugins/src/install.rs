@@ -76,7 +76,7 @@ pub fn parse_source(spec: &str, opts: &InstallOptions) -> Result<InstallFrom> {
     if spec.contains('/') {
         bail!("{spec} does not exist (expected a plugin crate directory, a git URL, a .{} library or a plugin name)", std::env::consts::DLL_EXTENSION);
     }
-    let (name, _) = installed::split_pinned(spec).unwrap_or((spec, ""));
+    let (name, _) = installed::name_and_version(spec);
     match discover::find_crate(name)? {
         Some(dir) => Ok(InstallFrom::Crate(absolute(&dir)?)),
         None => bail!(
@@ -148,20 +148,7 @@ pub fn install(root: &Path, from: &InstallFrom, opts: &InstallOptions) -> Result
             reference,
             subdir,
         } => {
-            let checkout = clone(url, reference, root)?;
-            let dir = crate_in_repository(checkout.path(), subdir, url)?;
-            let commit = git_output(checkout.path(), &["rev-parse", "HEAD"])?;
-            let subdir = dir
-                .strip_prefix(checkout.path())
-                .unwrap_or(Path::new(""))
-                .display()
-                .to_string();
-            let source = Source::Git {
-                url: url.clone(),
-                reference: reference.clone(),
-                commit,
-                subdir,
-            };
+            let (_checkout, dir, source) = checkout_crate(url, reference, subdir, root)?;
             install_crate(root, &dir, source, opts)
         }
     }
@@ -339,6 +326,29 @@ pub fn clone(url: &str, reference: &str, root: &Path) -> Result<tempfile::TempDi
     Ok(tmp)
 }
 
+/// A clone of `url` at `reference`, the plugin crate in it ([`crate_in_repository`]), and the
+/// source an installed version records: the commit checked out and the crate's folder.
+fn checkout_crate(
+    url: &str,
+    reference: &str,
+    subdir: &str,
+    root: &Path,
+) -> Result<(tempfile::TempDir, PathBuf, Source)> {
+    let checkout = clone(url, reference, root)?;
+    let dir = crate_in_repository(checkout.path(), subdir, url)?;
+    let source = Source::Git {
+        url: url.to_string(),
+        reference: reference.to_string(),
+        commit: git_output(checkout.path(), &["rev-parse", "HEAD"])?,
+        subdir: dir
+            .strip_prefix(checkout.path())
+            .unwrap_or(Path::new(""))
+            .display()
+            .to_string(),
+    };
+    Ok((checkout, dir, source))
+}
+
 /// SHA-256 ([`installed::tree_sha256`]) of `subdir` of the repository `repo` at commit `rev`, as
 /// a clone of that commit holds it.
 pub fn committed_tree_sha256(repo: &Path, rev: &str, subdir: &str, root: &Path) -> Result<String> {
@@ -456,15 +466,7 @@ pub fn update(root: &Path, name: &str) -> Result<Updated> {
             subdir,
             ..
         } => {
-            let checkout = clone(url, reference, root)?;
-            let dir = crate_in_repository(checkout.path(), subdir, url)?;
-            let commit = git_output(checkout.path(), &["rev-parse", "HEAD"])?;
-            let source = Source::Git {
-                url: url.clone(),
-                reference: reference.clone(),
-                commit,
-                subdir: subdir.clone(),
-            };
+            let (checkout, dir, source) = checkout_crate(url, reference, subdir, root)?;
             (dir, Some(checkout), source)
         }
     };

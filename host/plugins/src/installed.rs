@@ -351,6 +351,14 @@ pub fn split_pinned(spec: &str) -> Option<(&str, &str)> {
     (!name.is_empty() && !version.is_empty()).then_some((name, version))
 }
 
+/// `NAME@VERSION` as the name and the version, a plain name (or a path) with none.
+pub fn name_and_version(spec: &str) -> (&str, Option<&str>) {
+    match split_pinned(spec) {
+        Some((name, version)) => (name, Some(version)),
+        None => (spec, None),
+    }
+}
+
 /// Checks a plugin name or version read from a library before it names a directory: letters,
 /// digits, `-`, `_`, and for versions `.` and `+` too.
 pub fn check_component(what: &str, value: &str) -> Result<()> {
@@ -558,6 +566,22 @@ pub fn file_sha256(path: &Path) -> Result<String> {
 /// sum, and every file cargo could read in the folder counts. A symbolic link is refused:
 /// what it points at is not part of the tree.
 pub fn tree_sha256(dir: &Path) -> Result<String> {
+    let mut hasher = Sha256::new();
+    for (key, rel) in tree_files(dir)? {
+        let bytes = std::fs::read(dir.join(&rel))
+            .with_context(|| format!("cannot read {}", dir.join(&rel).display()))?;
+        hasher.update(key.as_bytes());
+        hasher.update([0]);
+        hasher.update((bytes.len() as u64).to_le_bytes());
+        hasher.update(&bytes);
+    }
+    Ok(format!("{:x}", hasher.finalize()))
+}
+
+/// The files of a crate's tree as [`tree_sha256`] counts them (all but the top-level `.git/`
+/// and `target/`; a symbolic link refused), each with its path relative to `dir` joined by
+/// `/`, in that order. A source archive holds the same files.
+pub fn tree_files(dir: &Path) -> Result<Vec<(String, PathBuf)>> {
     let mut files = Vec::new();
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
@@ -597,16 +621,7 @@ pub fn tree_sha256(dir: &Path) -> Result<String> {
         })
         .collect();
     keyed.sort();
-    let mut hasher = Sha256::new();
-    for (key, rel) in keyed {
-        let bytes = std::fs::read(dir.join(&rel))
-            .with_context(|| format!("cannot read {}", dir.join(&rel).display()))?;
-        hasher.update(key.as_bytes());
-        hasher.update([0]);
-        hasher.update((bytes.len() as u64).to_le_bytes());
-        hasher.update(&bytes);
-    }
-    Ok(format!("{:x}", hasher.finalize()))
+    Ok(keyed)
 }
 
 #[cfg(test)]
